@@ -1,0 +1,92 @@
+//! `headroom doctor`: proves that the native libraries load and compute.
+
+use std::path::PathBuf;
+
+use headroom_infer::provider::SessionOptions;
+
+use super::Outcome;
+
+/// Arguments of `headroom doctor`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Also run this ONNX model once through ONNX Runtime (default: the shipped demo model if present).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Report {
+    headroom: &'static str,
+    onnxruntime: Check,
+    libtorch: Check,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Check {
+    ok: bool,
+    detail: String,
+}
+
+fn check_onnxruntime(model: Option<PathBuf>) -> Check {
+    #[cfg(feature = "onnxruntime")]
+    {
+        let path = headroom_infer::runtime::library_path();
+        let result = headroom_infer::runtime::environment().and_then(|_| match &model {
+            Some(model) => {
+                let mut detector = headroom_infer::detector::Detector::open(model, &SessionOptions::default())?;
+                let (w, h) = detector.input_size();
+                let image = image::RgbImage::from_pixel(w, h, image::Rgb([114, 114, 114]));
+                let dets = detector.detect(&image, &headroom_infer::decode::DecodeOptions::predict())?;
+                Ok(format!("ran {} on a grey image: {} detections", model.display(), dets.len()))
+            }
+            None => Ok("loaded (no model given to run)".to_string()),
+        });
+        match result {
+            Ok(detail) => Check { ok: true, detail: format!("{} — {detail}", path.display()) },
+            Err(e) => Check { ok: false, detail: e.to_string() },
+        }
+    }
+    #[cfg(not(feature = "onnxruntime"))]
+    {
+        let _ = (model, SessionOptions::default());
+        Check { ok: false, detail: "built without the `onnxruntime` feature".into() }
+    }
+}
+
+fn check_libtorch() -> Check {
+    match headroom_train::libtorch_check() {
+        Ok(r) => Check {
+            ok: r.loss_after < r.loss_before,
+            detail: format!(
+                "libtorch {} ({} threads, CUDA {}): conv + Adam loss {:.4} -> {:.4}",
+                r.version,
+                r.threads,
+                if r.cuda_available { "available" } else { "not available" },
+                r.loss_before,
+                r.loss_after
+            ),
+        },
+        Err(e) => Check { ok: false, detail: e.to_string() },
+    }
+}
+
+/// Runs `headroom doctor`.
+pub fn run(args: &Args) -> anyhow::Result<Outcome> {
+    let report = Report {
+        headroom: env!("CARGO_PKG_VERSION"),
+        onnxruntime: check_onnxruntime(args.model.clone()),
+        libtorch: check_libtorch(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("headroom {}", report.headroom);
+        for (name, check) in [("onnxruntime", &report.onnxruntime), ("libtorch", &report.libtorch)] {
+            println!("{name:12} {} {}", if check.ok { "ok  " } else { "FAIL" }, check.detail);
+        }
+    }
+    Ok(if report.onnxruntime.ok && report.libtorch.ok { Outcome::Success } else { Outcome::CheckFailed })
+}

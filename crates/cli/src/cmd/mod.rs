@@ -1,0 +1,51 @@
+//! Subcommands, one file each.
+
+mod doctor;
+mod eval;
+mod synth;
+
+use clap::{Parser, Subcommand};
+
+/// Retrain YOLO detectors on the edge device itself, and ship them as quantized ONNX and TensorRT.
+#[derive(Debug, Parser)]
+#[command(name = "headroom", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More log output (-v debug, -vv trace). RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only warnings and errors on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Generate a synthetic shapes dataset in the Ultralytics layout (deterministic by seed).
+    Synth(synth::Args),
+    /// Evaluate an ONNX detector on a labelled dataset: precision, recall, mAP50, mAP50-95.
+    Eval(eval::Args),
+    /// Check that the native libraries (ONNX Runtime, libtorch) load and work.
+    Doctor(doctor::Args),
+}
+
+/// How a command ended when it did not fail with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done, and every check passed.
+    Success,
+    /// Done, but a check the user asked for failed (exit code 1).
+    CheckFailed,
+}
+
+/// Runs one subcommand.
+pub fn run(command: Command) -> anyhow::Result<Outcome> {
+    match command {
+        Command::Synth(args) => synth::run(&args),
+        Command::Eval(args) => eval::run(&args),
+        Command::Doctor(args) => doctor::run(&args),
+    }
+}

@@ -1,0 +1,36 @@
+//! The `headroom` binary: parse, run, report. Exit codes: 0 success, 1 a check failed, 2 an error.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cmd::Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    match cmd::run(cli.command) {
+        Ok(cmd::Outcome::Success) => ExitCode::SUCCESS,
+        Ok(cmd::Outcome::CheckFailed) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("error: {err}");
+            for cause in err.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` overrides the level chosen by `-v`/`-q`.
+fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}

@@ -1,0 +1,174 @@
+//! The one error type of `headroom-core`.
+
+use std::path::PathBuf;
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in `headroom-core`. Every variant names the file (and line) at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// An image file could not be decoded (corrupt, truncated, or not an image).
+    #[error("{path}: cannot decode image: {source}")]
+    Image {
+        /// The image file.
+        path: PathBuf,
+        /// What the decoder said.
+        source: image::ImageError,
+    },
+    /// An image could not be encoded (e.g. as PNG) for writing.
+    #[error("{path}: cannot encode image: {source}")]
+    ImageEncode {
+        /// The image file being written.
+        path: PathBuf,
+        /// What the encoder said.
+        source: image::ImageError,
+    },
+    /// A line of a label file is wrong.
+    #[error("{path}:{line}: {problem}")]
+    Label {
+        /// The label file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        problem: LabelProblem,
+    },
+    /// A YAML file could not be parsed.
+    #[error("{path}: invalid YAML: {source}")]
+    Yaml {
+        /// The YAML file.
+        path: PathBuf,
+        /// What the parser said (it carries the line and column).
+        source: serde_yaml_ng::Error,
+    },
+    /// A JSON file could not be parsed or does not have the expected structure.
+    #[error("{path}: invalid JSON: {source}")]
+    Json {
+        /// The JSON file.
+        path: PathBuf,
+        /// What the parser said (it carries the line and column).
+        source: serde_json::Error,
+    },
+    /// A dataset description (data.yaml, COCO JSON) is missing a key or has a wrong value.
+    #[error("{path}: {message}")]
+    Dataset {
+        /// The description file.
+        path: PathBuf,
+        /// What is wrong and what to do about it.
+        message: String,
+    },
+    /// An image file decodes but fails an integrity check (too small, truncated, bad checksum).
+    #[error("{path}: corrupt image: {problem}")]
+    CorruptImage {
+        /// The image file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: ImageProblem,
+    },
+    /// An argument is outside what the function accepts.
+    #[error("invalid argument `{name}`: {message}")]
+    InvalidArgument {
+        /// The argument.
+        name: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// What is wrong with one line of a label file (`class cx cy w h`, normalised).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LabelProblem {
+    /// The line does not have 5 fields.
+    #[error("expected 5 fields `class cx cy w h`, found {found}")]
+    FieldCount {
+        /// The number of whitespace-separated fields found.
+        found: usize,
+    },
+    /// A field is not a number.
+    #[error("field {field} `{text}` is not a number")]
+    NotANumber {
+        /// 1-based field index.
+        field: usize,
+        /// The text found.
+        text: String,
+    },
+    /// The class id is not an integer in `0..nc`.
+    #[error("class `{text}` is not an integer in 0..{nc} (data.yaml names {nc} classes)")]
+    ClassOutOfRange {
+        /// The class field as written.
+        text: String,
+        /// The number of classes.
+        nc: usize,
+    },
+    /// The box does not lie within the image: like Ultralytics, `cx cy w h` must lie in [0, 1] with a
+    /// 1% tolerance, and `w`, `h` must not be negative.
+    #[error("box cx={cx} cy={cy} w={w} h={h} is outside [0, 1] (labels must be normalised)")]
+    OutOfBounds {
+        /// Box centre x.
+        cx: f32,
+        /// Box centre y.
+        cy: f32,
+        /// Box width.
+        w: f32,
+        /// Box height.
+        h: f32,
+    },
+    /// The same box appears on an earlier line; Ultralytics removes such duplicates with a warning.
+    #[error("duplicate of line {first_line} (removed)")]
+    Duplicate {
+        /// The earlier line with the same box.
+        first_line: usize,
+    },
+    /// The file mixes polygon rows (`class x1 y1 x2 y2 ...`) and box rows, which Ultralytics rejects.
+    #[error("box row in a file of polygon rows (line {polygon_line} is a polygon): use one kind per file")]
+    MixedPolygonsAndBoxes {
+        /// A line holding a polygon.
+        polygon_line: usize,
+    },
+}
+
+/// What is wrong with an image file that decodes (see [`Error::CorruptImage`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ImageProblem {
+    /// Smaller than 10 pixels on a side (Ultralytics rejects these).
+    #[error("image size {width}x{height} is under 10 pixels on a side")]
+    TooSmall {
+        /// Width in pixels (after the EXIF orientation).
+        width: u32,
+        /// Height in pixels (after the EXIF orientation).
+        height: u32,
+    },
+    /// A JPEG without the end-of-image marker `FF D9`, usually a truncated download. It still decodes, so
+    /// it is kept (Ultralytics rewrites such a file in place; headroom never modifies an image).
+    #[error(
+        "JPEG has no end marker FF D9 (truncated?); it decodes, so it is kept — re-save it to silence this"
+    )]
+    JpegWithoutEndMarker,
+    /// A PNG whose chunk structure is broken: truncated, or a chunk whose CRC does not match.
+    #[error("PNG chunk at byte {offset}: {reason}")]
+    PngChunk {
+        /// Byte offset of the chunk in the file.
+        offset: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The file content is not an image format headroom reads (PNG, JPEG, BMP, WebP).
+    #[error("not a PNG, JPEG, BMP or WebP file (convert it to one of these)")]
+    UnknownFormat,
+}
+
+impl Error {
+    /// An [`Error::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}

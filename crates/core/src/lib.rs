@@ -1,0 +1,20 @@
+//! headroom-core: the pure foundation every other crate builds on.
+//!
+//! - [`boxes`]: box formats, IoU, class-aware and class-agnostic NMS.
+//! - [`letterbox`]: Ultralytics' letterbox (resize with OpenCV's bilinear rounding, pad 114) and its
+//!   inverse box mapping.
+//! - [`dataset`]: the Ultralytics dataset layout (`data.yaml`, images/ ↔ labels/) and COCO JSON.
+//! - [`metrics`]: precision, recall, AP per class, mAP50 and mAP50-95 as Ultralytics computes them.
+//! - [`synth`]: the deterministic synthetic shapes generator behind `headroom synth`.
+//!
+//! Nothing here links a native library: this crate builds and tests on any target.
+
+pub mod boxes;
+pub mod dataset;
+mod error;
+pub mod fsio;
+pub mod letterbox;
+pub mod metrics;
+pub mod synth;
+
+pub use error::{Error, ImageProblem, LabelProblem, Result};

@@ -1,0 +1,138 @@
+//! A YOLO detector on ONNX Runtime: letterbox → run → decode → NMS → boxes in image pixels.
+
+use std::path::{Path, PathBuf};
+
+use headroom_core::boxes::Detection;
+use headroom_core::letterbox::{Letterbox, LetterboxOptions};
+use headroom_onnx::ModelMetadata;
+use image::RgbImage;
+use ndarray::Array4;
+use ort::session::Session;
+use ort::value::TensorRef;
+
+use crate::decode::{decode, DecodeOptions, OutputLayout};
+use crate::provider::{ExecutionProvider, SessionOptions};
+use crate::runtime::open_session;
+use crate::{Error, Result};
+
+/// An ONNX detector ready to run.
+pub struct Detector {
+    session: Session,
+    path: PathBuf,
+    input_name: String,
+    input_size: (u32, u32),
+    output_shape: Vec<i64>,
+    metadata: ModelMetadata,
+    provider: ExecutionProvider,
+}
+
+impl std::fmt::Debug for Detector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Detector")
+            .field("path", &self.path)
+            .field("input_size", &self.input_size)
+            .field("output_shape", &self.output_shape)
+            .field("provider", &self.provider)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Detector {
+    /// Opens `path`. The input size comes from the model's static input shape, else its `imgsz`
+    /// metadata, else 640.
+    pub fn open(path: &Path, options: &SessionOptions) -> Result<Self> {
+        let (session, provider) = open_session(path, options)?;
+        let meta_err = |reason: String| Error::Session { path: path.to_path_buf(), reason };
+        let props: Vec<(String, String)> = {
+            let meta = session.metadata().map_err(|e| meta_err(e.to_string()))?;
+            let keys = meta.custom_keys().map_err(|e| meta_err(e.to_string()))?;
+            keys.into_iter().filter_map(|k| meta.custom(&k).map(|v| (k, v))).collect()
+        };
+        let metadata = ModelMetadata::from_props(props.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|source| Error::Metadata { path: path.to_path_buf(), source })?;
+        let input = session.inputs().first().ok_or_else(|| meta_err("the model has no input".into()))?;
+        let input_name = input.name().to_string();
+        let input_shape: Vec<i64> = input.dtype().tensor_shape().map(|s| s.to_vec()).unwrap_or_default();
+        let output = session.outputs().first().ok_or_else(|| meta_err("the model has no output".into()))?;
+        let output_shape: Vec<i64> = output.dtype().tensor_shape().map(|s| s.to_vec()).unwrap_or_default();
+        let input_size = match input_shape[..] {
+            [_, 3, h, w] if h > 0 && w > 0 => (w as u32, h as u32),
+            [_, 3, _, _] => metadata.imgsz.map(|[h, w]| (w, h)).unwrap_or((640, 640)),
+            _ => {
+                return Err(Error::NotADetector {
+                    shape: input_shape,
+                    reason: "expected an image input [batch, 3, height, width]".into(),
+                });
+            }
+        };
+        // Check the layout now when the output shape is static.
+        if output_shape.iter().skip(1).all(|d| *d > 0) {
+            OutputLayout::detect(&output_shape, metadata.names.as_ref().map(Vec::len))?;
+        }
+        tracing::info!(
+            model = %path.display(), ?provider, input = ?input_size, output = ?output_shape, "detector ready"
+        );
+        Ok(Self { session, path: path.to_path_buf(), input_name, input_size, output_shape, metadata, provider })
+    }
+
+    /// The model's metadata (class names, stride, ...).
+    pub fn metadata(&self) -> &ModelMetadata {
+        &self.metadata
+    }
+
+    /// Input width and height.
+    pub fn input_size(&self) -> (u32, u32) {
+        self.input_size
+    }
+
+    /// The execution provider that runs the model.
+    pub fn provider(&self) -> ExecutionProvider {
+        self.provider
+    }
+
+    /// The letterbox geometry this detector uses for an image `width` × `height`.
+    pub fn letterbox_for(&self, width: u32, height: u32) -> Letterbox {
+        let options = LetterboxOptions {
+            width: self.input_size.0,
+            height: self.input_size.1,
+            ..LetterboxOptions::square(self.input_size.0)
+        };
+        Letterbox::new(width, height, &options)
+    }
+
+    /// Detects objects in `image`; boxes are in `image`'s pixels.
+    pub fn detect(&mut self, image: &RgbImage, options: &DecodeOptions) -> Result<Vec<Detection>> {
+        let geometry = self.letterbox_for(image.width(), image.height());
+        let input = to_nchw(&geometry.apply(image));
+        let mut detections = self.run(&input, options)?;
+        for d in &mut detections {
+            d.bbox = geometry.unmap(d.bbox);
+        }
+        Ok(detections)
+    }
+
+    /// Runs one preprocessed `[1, 3, H, W]` input; boxes in input pixels.
+    fn run(&mut self, input: &Array4<f32>, options: &DecodeOptions) -> Result<Vec<Detection>> {
+        let path = self.path.clone();
+        let err = |e: ort::Error| Error::Session { path: path.clone(), reason: e.to_string() };
+        let tensor = TensorRef::from_array_view(input.view()).map_err(err)?;
+        let outputs = self.session.run(ort::inputs![self.input_name.as_str() => tensor]).map_err(err)?;
+        let (shape, data) = outputs[0].try_extract_tensor::<f32>().map_err(err)?;
+        let shape: Vec<i64> = shape.to_vec();
+        let layout = OutputLayout::detect(&shape, self.metadata.names.as_ref().map(Vec::len))?;
+        let dims = [shape[1] as usize, shape[2] as usize];
+        Ok(decode(layout, &data[..dims[0] * dims[1]], dims, options))
+    }
+}
+
+/// An RGB image as a `[1, 3, H, W]` tensor scaled to [0, 1], as Ultralytics feeds its models.
+pub fn to_nchw(image: &RgbImage) -> Array4<f32> {
+    let (w, h) = (image.width() as usize, image.height() as usize);
+    let mut out = Array4::<f32>::zeros((1, 3, h, w));
+    for (x, y, px) in image.enumerate_pixels() {
+        for c in 0..3 {
+            out[[0, c, y as usize, x as usize]] = f32::from(px[c]) / 255.0;
+        }
+    }
+    out
+}

@@ -1,0 +1,58 @@
+//! The one error type of `headroom-infer`.
+
+use std::path::PathBuf;
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in `headroom-infer`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// This build of headroom was made without the native library the call needs.
+    #[error("this headroom was built without the `{feature}` feature: rebuild with `--features {feature}`")]
+    FeatureDisabled {
+        /// The cargo feature to enable.
+        feature: &'static str,
+    },
+    /// The ONNX Runtime shared library could not be found or loaded.
+    #[error("cannot load ONNX Runtime from `{path}`: {reason} (run scripts/setup.sh and source .deps/env.sh, or set ORT_DYLIB_PATH to libonnxruntime.so.1.31.x)")]
+    RuntimeLoad {
+        /// The library path tried.
+        path: PathBuf,
+        /// What the loader said.
+        reason: String,
+    },
+    /// ONNX Runtime rejected a model or failed to run it.
+    #[error("{path}: ONNX Runtime: {reason}")]
+    Session {
+        /// The model file.
+        path: PathBuf,
+        /// What ONNX Runtime said.
+        reason: String,
+    },
+    /// The model's output is not one of the detector layouts headroom knows.
+    #[error("model output shape {shape:?} is not a YOLO detector output: {reason}")]
+    NotADetector {
+        /// The output shape (-1 for dynamic dimensions).
+        shape: Vec<i64>,
+        /// Why it does not fit.
+        reason: String,
+    },
+    /// The model's metadata could not be parsed.
+    #[error("{path}: {source}")]
+    Metadata {
+        /// The model file.
+        path: PathBuf,
+        /// The parse error.
+        source: headroom_onnx::MetadataError,
+    },
+    /// The dataset and the model disagree (e.g. on the number of classes).
+    #[error("{message}")]
+    Mismatch {
+        /// What differs and what to do.
+        message: String,
+    },
+    /// A dataset or image error from `headroom-core`.
+    #[error(transparent)]
+    Core(#[from] headroom_core::Error),
+}

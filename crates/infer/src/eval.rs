@@ -1,0 +1,1 @@
+//! Evaluation of a detector on a dataset split (being written).

@@ -1,0 +1,20 @@
+//! headroom-infer: ONNX Runtime sessions and what runs on them — detection, pseudo-labelling,
+//! evaluation.
+//!
+//! - [`decode`] (pure): output layouts and decoding with NMS.
+//! - [`provider`] (pure): execution provider settings.
+//! - [`runtime`] and [`detector`] (feature `onnxruntime`, on by default): ONNX Runtime loaded at run
+//!   time from `ORT_DYLIB_PATH` (scripts/setup.sh installs it), and a detector that letterboxes,
+//!   runs, decodes and maps boxes back to the image.
+//! - [`eval`]: precision, recall and mAP of a detector on a dataset split.
+
+pub mod decode;
+#[cfg(feature = "onnxruntime")]
+pub mod detector;
+mod error;
+pub mod eval;
+pub mod provider;
+#[cfg(feature = "onnxruntime")]
+pub mod runtime;
+
+pub use error::{Error, Result};

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Installs headroom's native dependencies into .deps/ (git-ignored), idempotently:
+#   - libtorch 2.13.0 (what tch 0.26.0 requires), the light CPU set from the PyPI torch wheel
+#   - ONNX Runtime 1.31.1 (what ort 2.0.0-rc.15 with api-31 requires), from the PyPI wheel
+# and writes .deps/env.sh, which every other script sources (LIBTORCH, ORT_DYLIB_PATH,
+# LD_LIBRARY_PATH). Everything comes from pinned PyPI wheels: nothing else is downloaded.
+#
+# Usage: scripts/setup.sh            (then: source .deps/env.sh)
+# Env:   HEADROOM_WHEEL_CACHE  folder for downloaded wheels (default .deps/wheels); CI points it
+#        outside the clone so a fresh clone does not download 560 MB again.
+set -euo pipefail
+
+TORCH_VERSION=2.13.0
+CUDART_VERSION=13.0.96   # libcudart.so.13: libtorch_cpu links it even on CPU
+CUPTI_VERSION=13.0.85    # libcupti.so.13: likewise (profiler)
+ORT_VERSION=1.31.1
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+deps="$root/.deps"
+wheels="${HEADROOM_WHEEL_CACHE:-$deps/wheels}"
+mkdir -p "$deps" "$wheels"
+
+fail() { echo "setup: error: $*" >&2; exit 1; }
+step() { echo "setup: $*" >&2; }
+
+command -v python3 >/dev/null || fail "python3 is needed to download the pinned wheels (apt-get install python3 python3-pip)"
+python3 -m pip --version >/dev/null 2>&1 || fail "pip is needed (apt-get install python3-pip)"
+
+# download NAME==VERSION GLOB: the wheel's path on stdout, downloading it if it is not cached.
+download() {
+  local spec=$1 glob=$2 found
+  found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
+  if [ -z "$found" ]; then
+    step "downloading $spec from PyPI"
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+      --only-binary=:all: --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+      --platform manylinux_2_17_x86_64 --platform manylinux_2_25_x86_64 \
+      --python-version 3.11 --implementation cp -d "$wheels" "$spec" >&2 \
+      || fail "pip could not download $spec (is PyPI reachable?)"
+    found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
+    [ -n "$found" ] || fail "downloaded $spec but found no file matching $glob in $wheels"
+  fi
+  echo "$found"
+}
+
+# extract WHEEL DEST MEMBER...: unpack the named members (prefix match) of a wheel.
+extract() {
+  local wheel=$1 dest=$2; shift 2
+  python3 - "$wheel" "$dest" "$@" <<'PY' || fail "could not unpack $1"
+import sys, zipfile, os
+wheel, dest, prefixes = sys.argv[1], sys.argv[2], sys.argv[3:]
+with zipfile.ZipFile(wheel) as z:
+    names = [n for n in z.namelist() if any(n.startswith(p) for p in prefixes)]
+    if not names:
+        sys.exit(f"{wheel}: none of {prefixes} inside")
+    for n in names:
+        z.extract(n, dest)
+PY
+}
+
+[ "$(uname -m)" = x86_64 ] || fail "scripts/setup.sh installs x86_64 libraries; on $(uname -m) see docs/CROSS.md"
+
+# --- libtorch -----------------------------------------------------------------------------
+lt="$deps/libtorch"
+if [ "$(cat "$lt/build-version" 2>/dev/null)" != "$TORCH_VERSION" ]; then
+  rm -rf "$lt" "$deps/torch-$TORCH_VERSION"
+  torch_whl=$(download "torch==$TORCH_VERSION" "torch-$TORCH_VERSION-cp311-*.whl")
+  cudart_whl=$(download "nvidia-cuda-runtime==$CUDART_VERSION" "nvidia_cuda_runtime-$CUDART_VERSION-*.whl")
+  cupti_whl=$(download "nvidia-cuda-cupti==$CUPTI_VERSION" "nvidia_cuda_cupti-$CUPTI_VERSION-*.whl")
+  step "unpacking libtorch $TORCH_VERSION (CPU libraries only)"
+  src="$deps/torch-$TORCH_VERSION"
+  extract "$torch_whl" "$src" torch/lib/libtorch_cpu.so torch/lib/libc10.so torch/lib/libgomp.so.1 \
+    torch/include/ torch/version.py
+  extract "$cudart_whl" "$src" nvidia/cu13/lib/libcudart.so.13
+  extract "$cupti_whl" "$src" nvidia/cu13/lib/libcupti.so.13
+  got=$(sed -n "s/^__version__ = '\([^'+]*\).*/\1/p" "$src/torch/version.py")
+  [ "$got" = "$TORCH_VERSION" ] || fail "the torch wheel says version '$got', expected $TORCH_VERSION"
+  mkdir -p "$lt/lib"
+  # Only these: with libtorch_cuda.so present, torch-sys would link the CUDA build.
+  ln -s "$src/torch/lib/libtorch_cpu.so" "$lt/lib/libtorch_cpu.so"
+  ln -s "$src/torch/lib/libtorch_cpu.so" "$lt/lib/libtorch.so"
+  ln -s "$src/torch/lib/libc10.so" "$lt/lib/libc10.so"
+  ln -s "$src/torch/lib/libgomp.so.1" "$lt/lib/libgomp.so.1"
+  ln -s "$src/torch/lib/libgomp.so.1" "$lt/lib/libgomp.so"
+  ln -s "$src/nvidia/cu13/lib/libcudart.so.13" "$lt/lib/libcudart.so.13"
+  ln -s "$src/nvidia/cu13/lib/libcupti.so.13" "$lt/lib/libcupti.so.13"
+  ln -s "$src/torch/include" "$lt/include"
+  echo "$TORCH_VERSION" > "$lt/build-version"   # torch-sys checks this file
+fi
+
+# --- ONNX Runtime -------------------------------------------------------------------------
+ort_dir="$deps/onnxruntime-$ORT_VERSION"
+ort_lib="$ort_dir/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
+if [ ! -f "$ort_lib" ]; then
+  rm -rf "$ort_dir"
+  ort_whl=$(download "onnxruntime==$ORT_VERSION" "onnxruntime-$ORT_VERSION-cp311-*.whl")
+  step "unpacking ONNX Runtime $ORT_VERSION"
+  extract "$ort_whl" "$ort_dir" "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION" \
+    onnxruntime/capi/libonnxruntime_providers_shared.so
+  [ -f "$ort_lib" ] || fail "the onnxruntime wheel has no libonnxruntime.so.$ORT_VERSION"
+fi
+
+# --- checks -------------------------------------------------------------------------------
+for f in libtorch_cpu.so libc10.so libgomp.so.1 libcudart.so.13 libcupti.so.13; do
+  [ -e "$lt/lib/$f" ] || fail "$lt/lib/$f is missing: delete $deps and run scripts/setup.sh again"
+done
+missing=$(LD_LIBRARY_PATH="$lt/lib" ldd "$lt/lib/libtorch_cpu.so" | grep 'not found' || true)
+[ -z "$missing" ] || fail "libtorch_cpu.so cannot find: $missing"
+missing=$(ldd "$ort_lib" | grep 'not found' || true)
+[ -z "$missing" ] || fail "libonnxruntime cannot find: $missing"
+
+cat > "$deps/env.sh" <<ENV
+# Written by scripts/setup.sh: source it before cargo or the headroom binary.
+export LIBTORCH="$lt"
+export LIBTORCH_CXX11_ABI=1
+export ORT_DYLIB_PATH="$ort_lib"
+export LD_LIBRARY_PATH="$lt/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+ENV
+step "ready: libtorch $TORCH_VERSION in $lt, ONNX Runtime $ORT_VERSION at $ort_lib ($(du -shL "$deps" --exclude=wheels --exclude=ultralytics 2>/dev/null | cut -f1) installed)"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The README's test command: installs the native dependencies (scripts/setup.sh), then runs every
+# test of the workspace with libtorch and ONNX Runtime for real, clippy and rustfmt.
+# Env: CARGO_TARGET_DIR (keep it between runs: the first libtorch build takes ~7 minutes).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+stage() { printf '\n== %s\n' "$*" >&2; }
+fail() { echo "test.sh: FAILED: $*" >&2; exit 1; }
+
+command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rustup.rs is not reachable here; use the machine's toolchain)"
+
+stage "native dependencies (scripts/setup.sh)"
+scripts/setup.sh || fail "scripts/setup.sh (see its message above)"
+# shellcheck source=/dev/null
+source .deps/env.sh
+
+stage "cargo fmt --check"
+cargo fmt --all --check || fail "formatting: run 'cargo fmt --all'"
+
+stage "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
+
+stage "cargo test --workspace (libtorch and ONNX Runtime linked)"
+cargo test --workspace --locked || fail "cargo test"
+
+stage "all checks passed"
