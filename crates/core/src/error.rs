@@ -147,12 +147,16 @@ pub enum ImageProblem {
         /// Height in pixels (after the EXIF orientation).
         height: u32,
     },
-    /// A JPEG without the end-of-image marker `FF D9`, usually a truncated download. It still decodes, so
-    /// it is kept (Ultralytics rewrites such a file in place; headroom never modifies an image).
+    /// A JPEG that ends before its end-of-image marker `FF D9`: truncated (Pillow, and so
+    /// Ultralytics, refuses it).
+    #[error("JPEG ends before its end marker FF D9 (truncated)")]
+    JpegTruncated,
+    /// A JPEG with bytes after its end-of-image marker `FF D9`. It decodes, so it is kept (Ultralytics
+    /// rewrites such a file in place; headroom never modifies an image).
     #[error(
-        "JPEG has no end marker FF D9 (truncated?); it decodes, so it is kept — re-save it to silence this"
+        "JPEG has data after its end marker FF D9; it decodes, so it is kept (re-save it to silence this)"
     )]
-    JpegWithoutEndMarker,
+    JpegTrailingData,
     /// A PNG whose chunk structure is broken: truncated, or a chunk whose CRC does not match.
     #[error("PNG chunk at byte {offset}: {reason}")]
     PngChunk {

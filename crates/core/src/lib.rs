@@ -13,6 +13,7 @@ pub mod boxes;
 pub mod dataset;
 mod error;
 pub mod fsio;
+pub mod imageio;
 pub mod letterbox;
 pub mod metrics;
 pub mod synth;

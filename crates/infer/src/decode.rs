@@ -8,7 +8,7 @@
 //! - [`OutputLayout::YoloV5`]: classic YOLOv5 `[B, N, 5+nc]` rows cx, cy, w, h, objectness, class
 //!   scores (confidence = objectness × class score).
 
-use headroom_core::boxes::{nms, Detection, NmsMode, Xyxy};
+use headroom_core::boxes::{Detection, NmsMode, Xyxy, nms};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -86,7 +86,12 @@ impl DecodeOptions {
 
 /// Decodes one image's output (`data` is that image's slice, `shape` the per-image `[d1, d2]`) into
 /// detections in input (letterboxed) pixels, after NMS.
-pub fn decode(layout: OutputLayout, data: &[f32], shape: [usize; 2], options: &DecodeOptions) -> Vec<Detection> {
+pub fn decode(
+    layout: OutputLayout,
+    data: &[f32],
+    shape: [usize; 2],
+    options: &DecodeOptions,
+) -> Vec<Detection> {
     let [d1, d2] = shape;
     let mut candidates = Vec::new();
     match layout {
@@ -170,7 +175,11 @@ mod tests {
     fn decodes_anchor_layout_with_nms() {
         // 2 classes, 3 anchors: two overlapping class-0 boxes and one class-1 box.
         let (nc, n) = (2, 3);
-        let cols = [[50.0, 50.0, 20.0, 20.0, 0.9, 0.1], [51.0, 50.0, 20.0, 20.0, 0.8, 0.1], [10.0, 10.0, 4.0, 4.0, 0.0, 0.6]];
+        let cols = [
+            [50.0, 50.0, 20.0, 20.0, 0.9, 0.1],
+            [51.0, 50.0, 20.0, 20.0, 0.8, 0.1],
+            [10.0, 10.0, 4.0, 4.0, 0.0, 0.6],
+        ];
         let mut data = vec![0f32; (4 + nc) * n];
         for (a, col) in cols.iter().enumerate() {
             for (r, v) in col.iter().enumerate() {

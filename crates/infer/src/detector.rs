@@ -10,7 +10,7 @@ use ndarray::Array4;
 use ort::session::Session;
 use ort::value::TensorRef;
 
-use crate::decode::{decode, DecodeOptions, OutputLayout};
+use crate::decode::{DecodeOptions, OutputLayout, decode};
 use crate::provider::{ExecutionProvider, SessionOptions};
 use crate::runtime::open_session;
 use crate::{Error, Result};
@@ -72,12 +72,25 @@ impl Detector {
         tracing::info!(
             model = %path.display(), ?provider, input = ?input_size, output = ?output_shape, "detector ready"
         );
-        Ok(Self { session, path: path.to_path_buf(), input_name, input_size, output_shape, metadata, provider })
+        Ok(Self {
+            session,
+            path: path.to_path_buf(),
+            input_name,
+            input_size,
+            output_shape,
+            metadata,
+            provider,
+        })
     }
 
     /// The model's metadata (class names, stride, ...).
     pub fn metadata(&self) -> &ModelMetadata {
         &self.metadata
+    }
+
+    /// The model file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Input width and height.
@@ -113,15 +126,28 @@ impl Detector {
 
     /// Runs one preprocessed `[1, 3, H, W]` input; boxes in input pixels.
     fn run(&mut self, input: &Array4<f32>, options: &DecodeOptions) -> Result<Vec<Detection>> {
+        let (data, shape) = self.raw_output(input)?;
+        let shape_i64: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+        let layout = OutputLayout::detect(&shape_i64, self.metadata.names.as_ref().map(Vec::len))?;
+        let dims = [shape[1], shape[2]];
+        Ok(decode(layout, &data[..dims[0] * dims[1]], dims, options))
+    }
+
+    /// Runs one preprocessed `[1, 3, H, W]` input and returns the first output, flat, with its shape.
+    pub fn raw_output(&mut self, input: &Array4<f32>) -> Result<(Vec<f32>, Vec<usize>)> {
         let path = self.path.clone();
         let err = |e: ort::Error| Error::Session { path: path.clone(), reason: e.to_string() };
         let tensor = TensorRef::from_array_view(input.view()).map_err(err)?;
         let outputs = self.session.run(ort::inputs![self.input_name.as_str() => tensor]).map_err(err)?;
         let (shape, data) = outputs[0].try_extract_tensor::<f32>().map_err(err)?;
-        let shape: Vec<i64> = shape.to_vec();
-        let layout = OutputLayout::detect(&shape, self.metadata.names.as_ref().map(Vec::len))?;
-        let dims = [shape[1] as usize, shape[2] as usize];
-        Ok(decode(layout, &data[..dims[0] * dims[1]], dims, options))
+        let shape: Vec<usize> = shape.iter().map(|d| (*d).max(0) as usize).collect();
+        if shape.len() != 3 {
+            return Err(Error::NotADetector {
+                shape: shape.iter().map(|d| *d as i64).collect(),
+                reason: "expected a 3-D output".into(),
+            });
+        }
+        Ok((data.to_vec(), shape))
     }
 }
 

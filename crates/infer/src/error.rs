@@ -15,7 +15,9 @@ pub enum Error {
         feature: &'static str,
     },
     /// The ONNX Runtime shared library could not be found or loaded.
-    #[error("cannot load ONNX Runtime from `{path}`: {reason} (run scripts/setup.sh and source .deps/env.sh, or set ORT_DYLIB_PATH to libonnxruntime.so.1.31.x)")]
+    #[error(
+        "cannot load ONNX Runtime from `{path}`: {reason} (run scripts/setup.sh and source .deps/env.sh, or set ORT_DYLIB_PATH to libonnxruntime.so.1.31.x)"
+    )]
     RuntimeLoad {
         /// The library path tried.
         path: PathBuf,

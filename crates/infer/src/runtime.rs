@@ -16,7 +16,9 @@ static ENVIRONMENT: OnceLock<std::result::Result<Environment, String>> = OnceLoc
 
 /// The library path: `ORT_DYLIB_PATH`, else `libonnxruntime.so` from the loader's search path.
 pub fn library_path() -> PathBuf {
-    std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("libonnxruntime.so"))
+    std::env::var_os("ORT_DYLIB_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("libonnxruntime.so"))
 }
 
 /// Loads ONNX Runtime (once; later calls return the same environment or the same error).
@@ -32,7 +34,8 @@ pub fn environment() -> Result<Environment> {
 /// Opens `model` with `options`. Returns the session and the provider that will run it.
 pub fn open_session(model: &Path, options: &SessionOptions) -> Result<(Session, ExecutionProvider)> {
     let env = environment()?;
-    let session_err = |e: &dyn std::fmt::Display| Error::Session { path: model.to_path_buf(), reason: e.to_string() };
+    let session_err =
+        |e: &dyn std::fmt::Display| Error::Session { path: model.to_path_buf(), reason: e.to_string() };
     if !model.is_file() {
         return Err(Error::Core(headroom_core::Error::io(
             model,

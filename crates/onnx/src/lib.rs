@@ -6,4 +6,4 @@
 
 pub mod metadata;
 
-pub use metadata::{ModelMetadata, MetadataError};
+pub use metadata::{MetadataError, ModelMetadata};

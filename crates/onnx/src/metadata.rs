@@ -39,7 +39,9 @@ pub struct ModelMetadata {
 
 impl ModelMetadata {
     /// Parses the known keys from `(key, value)` pairs; unknown keys are ignored.
-    pub fn from_props<'a>(props: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, MetadataError> {
+    pub fn from_props<'a>(
+        props: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, MetadataError> {
         let mut meta = ModelMetadata::default();
         for (key, value) in props {
             let err = |reason: &str| MetadataError {
@@ -89,7 +91,8 @@ pub fn parse_names(value: &str) -> Result<Vec<String>, String> {
             break;
         }
         let id: String = chars.by_ref().take_while(|c| *c != ':').collect();
-        let id: usize = id.trim().parse().map_err(|_| format!("class id `{}` is not an integer", id.trim()))?;
+        let id: usize =
+            id.trim().parse().map_err(|_| format!("class id `{}` is not an integer", id.trim()))?;
         while chars.peek().is_some_and(|c| c.is_whitespace()) {
             chars.next();
         }

@@ -83,7 +83,8 @@ pub fn parse_devices(path: &Path, text: &str) -> Result<Vec<DevicePreset>, Error
 
 /// Reads a device file.
 pub fn load_devices(path: &Path) -> Result<Vec<DevicePreset>, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
     parse_devices(path, &text)
 }
 

@@ -12,7 +12,9 @@ pub(crate) fn run() -> Result<LibtorchReport> {
     let mut adam = nn::Adam::default().build(&vs, 1e-2)?;
     let input = Tensor::f_randn([2, 3, 16, 16], (Kind::Float, Device::Cpu))?;
     let target = Tensor::f_zeros([2, 8, 16, 16], (Kind::Float, Device::Cpu))?;
-    let loss_of = |x: &Tensor| -> Result<Tensor> { Ok(conv.forward(x).f_sub(&target)?.f_square()?.f_mean(Kind::Float)?) };
+    let loss_of = |x: &Tensor| -> Result<Tensor> {
+        Ok(conv.forward(x).f_sub(&target)?.f_square()?.f_mean(Kind::Float)?)
+    };
     let loss_before = loss_of(&input)?.f_double_value(&[])?;
     for _ in 0..20 {
         let loss = loss_of(&input)?;

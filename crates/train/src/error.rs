@@ -7,7 +7,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// This build of headroom was made without the native library that the call needs.
-    #[error("this headroom was built without the `{feature}` feature: rebuild with `--features {feature}` (scripts/setup.sh installs libtorch)")]
+    #[error(
+        "this headroom was built without the `{feature}` feature: rebuild with `--features {feature}` (scripts/setup.sh installs libtorch)"
+    )]
     FeatureDisabled {
         /// The cargo feature to enable.
         feature: &'static str,

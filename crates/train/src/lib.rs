@@ -7,9 +7,9 @@
 //! and every entry point returns [`Error::FeatureDisabled`], so the pure parts of headroom
 //! (and the aarch64 build without native libraries) need no libtorch.
 
-mod error;
 #[cfg(feature = "libtorch")]
 mod check;
+mod error;
 
 pub use error::{Error, Result};
 

@@ -36,7 +36,8 @@ fn check_onnxruntime(model: Option<PathBuf>) -> Check {
         let path = headroom_infer::runtime::library_path();
         let result = headroom_infer::runtime::environment().and_then(|_| match &model {
             Some(model) => {
-                let mut detector = headroom_infer::detector::Detector::open(model, &SessionOptions::default())?;
+                let mut detector =
+                    headroom_infer::detector::Detector::open(model, &SessionOptions::default())?;
                 let (w, h) = detector.input_size();
                 let image = image::RgbImage::from_pixel(w, h, image::Rgb([114, 114, 114]));
                 let dets = detector.detect(&image, &headroom_infer::decode::DecodeOptions::predict())?;

@@ -2,6 +2,7 @@
 
 mod doctor;
 mod eval;
+mod progress;
 mod synth;
 
 use clap::{Parser, Subcommand};

@@ -1,0 +1,154 @@
+//! `headroom eval`: precision, recall, mAP50 and mAP50-95 of an ONNX detector on a labelled split.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use headroom_core::boxes::NmsMode;
+use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
+use headroom_infer::decode::DecodeOptions;
+use headroom_infer::eval::EvalReport;
+use headroom_infer::provider::SessionOptions;
+
+use super::Outcome;
+
+/// Arguments of `headroom eval`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The detector, an Ultralytics ONNX export (or a headroom export of one).
+    #[arg(long, value_name = "MODEL.onnx")]
+    pub model: PathBuf,
+    /// The dataset description (Ultralytics `data.yaml`).
+    #[arg(long, value_name = "data.yaml")]
+    pub data: PathBuf,
+    /// Which split to evaluate.
+    #[arg(long, value_enum, default_value_t = SplitArg::Val)]
+    pub split: SplitArg,
+    /// Minimum confidence of a detection (Ultralytics `val` uses 0.001).
+    #[arg(long, default_value_t = 0.001)]
+    pub conf: f32,
+    /// NMS IoU threshold.
+    #[arg(long, default_value_t = 0.7)]
+    pub iou: f32,
+    /// Maximum detections per image.
+    #[arg(long, default_value_t = 300)]
+    pub max_det: usize,
+    /// Class-agnostic NMS.
+    #[arg(long)]
+    pub agnostic_nms: bool,
+    /// ONNX Runtime intra-op threads (0: ONNX Runtime decides).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Fail on the first bad image or label file instead of skipping it with a warning.
+    #[arg(long)]
+    pub strict: bool,
+    /// Print the report as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
+}
+
+/// Dataset splits, as command-line values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SplitArg {
+    /// `train`.
+    Train,
+    /// `val`.
+    Val,
+    /// `test`.
+    Test,
+}
+
+impl From<SplitArg> for Split {
+    fn from(split: SplitArg) -> Self {
+        match split {
+            SplitArg::Train => Split::Train,
+            SplitArg::Val => Split::Val,
+            SplitArg::Test => Split::Test,
+        }
+    }
+}
+
+/// Runs `headroom eval`.
+pub fn run(args: &Args) -> anyhow::Result<Outcome> {
+    let config = DataConfig::load(&args.data)?;
+    let split = load_split(&config, args.split.into(), LoadOptions { strict: args.strict })?;
+    anyhow::ensure!(
+        !split.images.is_empty(),
+        "{}: the {} split has no usable image",
+        args.data.display(),
+        split.split
+    );
+    let decode = DecodeOptions {
+        confidence: args.conf,
+        iou: args.iou,
+        max_detections: args.max_det,
+        nms: if args.agnostic_nms { NmsMode::ClassAgnostic } else { NmsMode::ClassAware },
+        ..DecodeOptions::val()
+    };
+    let session = SessionOptions { intra_threads: args.threads, ..SessionOptions::default() };
+    let report = evaluate(args, &config, &split.images, &decode, &session)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    if let Some(path) = &args.json_out {
+        let text = serde_json::to_string_pretty(&report)? + "\n";
+        headroom_core::fsio::write_atomic(path, text.as_bytes())?;
+    }
+    Ok(Outcome::Success)
+}
+
+#[cfg(feature = "onnxruntime")]
+fn evaluate(
+    args: &Args,
+    config: &DataConfig,
+    images: &[headroom_core::dataset::ImageRecord],
+    decode: &DecodeOptions,
+    session: &SessionOptions,
+) -> anyhow::Result<EvalReport> {
+    let mut detector = headroom_infer::detector::Detector::open(&args.model, session)?;
+    let bar = super::progress::bar(images.len() as u64, "eval");
+    let report = headroom_infer::eval::evaluate(&mut detector, images, &config.names, decode, |n| {
+        bar.set_position(n as u64)
+    })
+    .with_context(|| format!("evaluating {} on {}", args.model.display(), args.data.display()))?;
+    bar.finish_and_clear();
+    tracing::info!(
+        "{} images in {:.1} s ({:.1} images/s)",
+        images.len(),
+        report.seconds,
+        images.len() as f64 / report.seconds.max(1e-9)
+    );
+    Ok(report)
+}
+
+#[cfg(not(feature = "onnxruntime"))]
+fn evaluate(
+    _args: &Args,
+    _config: &DataConfig,
+    _images: &[headroom_core::dataset::ImageRecord],
+    _decode: &DecodeOptions,
+    _session: &SessionOptions,
+) -> anyhow::Result<EvalReport> {
+    Err(headroom_infer::Error::FeatureDisabled { feature: "onnxruntime" }.into())
+}
+
+/// Prints the table Ultralytics prints after `val`.
+fn print_table(report: &EvalReport) {
+    let m = &report.metrics;
+    println!(
+        "{:>22}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}",
+        "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95"
+    );
+    let row = |name: &str, images: usize, instances: usize, p: f64, r: f64, a50: f64, a: f64| {
+        println!("{name:>22}{images:>11}{instances:>11}{p:>11.3}{r:>11.3}{a50:>11.3}{a:>11.3}");
+    };
+    row("all", m.images, m.instances, m.precision, m.recall, m.map50, m.map50_95);
+    for c in &m.per_class {
+        let name = report.names.get(c.class).map(String::as_str).unwrap_or("?");
+        row(name, c.images, c.instances, c.precision, c.recall, c.ap50, c.ap50_95);
+    }
+}

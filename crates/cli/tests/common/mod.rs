@@ -1,0 +1,29 @@
+//! Shared by the CLI tests: running the real `headroom` binary.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// A command for the `headroom` binary under test. Under the aarch64 cross test (docs/CROSS.md)
+/// the binary runs through `HEADROOM_TEST_RUNNER` (qemu), since the kernel cannot execute it.
+pub fn headroom_command() -> Command {
+    let bin = env!("CARGO_BIN_EXE_headroom");
+    match std::env::var_os("HEADROOM_TEST_RUNNER") {
+        Some(runner) if !runner.is_empty() => {
+            let mut command = Command::new(runner);
+            command.arg(bin);
+            command
+        }
+        _ => Command::new(bin),
+    }
+}
+
+/// Runs `headroom` with `args` and returns its output.
+pub fn headroom(args: &[&str]) -> Output {
+    headroom_command().args(args).output().expect("the headroom binary runs")
+}
+
+/// The repository root.
+#[allow(dead_code)]
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}

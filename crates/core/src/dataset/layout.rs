@@ -1,0 +1,235 @@
+//! Where images and labels live: the image list of a split and the images/ ↔ labels/ mapping, as
+//! Ultralytics' `BaseDataset.get_img_files` and `img2label_paths` compute them.
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::path::{Component, Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// Image file extensions Ultralytics lists (`IMG_FORMATS`), lowercase. headroom decodes PNG, JPEG (and
+/// MPO, a JPEG), BMP and WebP; files of the other formats are listed and then reported as unreadable.
+pub const IMG_FORMATS: [&str; 13] =
+    ["avif", "bmp", "dng", "heic", "heif", "jp2", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp"];
+
+/// Whether `path` names an image by its extension (case-insensitive), as Ultralytics decides it.
+pub fn is_image_path(path: &Path) -> bool {
+    path.extension()
+        .and_then(OsStr::to_str)
+        .is_some_and(|ext| IMG_FORMATS.iter().any(|f| f.eq_ignore_ascii_case(ext)))
+}
+
+/// The label file of an image: the last `images` folder of the path becomes `labels`, the extension
+/// becomes `.txt` (`/data/images/train/a.jpg` → `/data/labels/train/a.txt`). A path without an
+/// `images` folder keeps its folder, as in Ultralytics.
+pub fn label_path_for(image: &Path) -> PathBuf {
+    swap_folder(image, "images", "labels").with_extension("txt")
+}
+
+/// `path` with its last folder component named `from` (not the file name) renamed `to`.
+fn swap_folder(path: &Path, from: &str, to: &str) -> PathBuf {
+    let components: Vec<Component<'_>> = path.components().collect();
+    let last_folder = components.len().saturating_sub(1);
+    let at = components[..last_folder].iter().rposition(|c| c.as_os_str() == from);
+    components
+        .iter()
+        .enumerate()
+        .map(|(i, c)| if Some(i) == at { OsStr::new(to) } else { c.as_os_str() })
+        .collect()
+}
+
+/// The images of a split, sorted, as Ultralytics lists them: a folder is searched recursively (hidden
+/// files and folders skipped); any other file is a UTF-8 list of image paths, one a line, where `./x`
+/// is relative to the list's folder, another relative path is tried relative to the list's folder and
+/// then to the working directory, and an absolute one is used as is. Only names with an image
+/// extension ([`IMG_FORMATS`]) are kept. Listed images are not checked here.
+///
+/// Errors name `config` (the data.yaml) and `key`: a source that does not exist, or no image at all.
+pub fn list_images(config: &Path, key: &str, sources: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut images = Vec::new();
+    for source in sources {
+        if source.is_dir() {
+            walk_folder(source, &mut images)?;
+        } else if source.is_file() {
+            images.extend(read_image_list(source)?);
+        } else {
+            let message = format!("key `{key}:` points to {}, which does not exist", source.display());
+            return Err(Error::Dataset { path: config.to_path_buf(), message });
+        }
+    }
+    images.retain(|p| is_image_path(p));
+    images.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+    if images.is_empty() {
+        let list: Vec<String> = sources.iter().map(|s| s.display().to_string()).collect();
+        let message = format!(
+            "key `{key}:` has no images in {} (extensions: {})",
+            list.join(", "),
+            IMG_FORMATS.join(", ")
+        );
+        return Err(Error::Dataset { path: config.to_path_buf(), message });
+    }
+    Ok(images)
+}
+
+/// Files under `folder` with a dot in their name, recursively, skipping hidden entries (like
+/// Python's `glob("**/*.*", recursive=True)`).
+fn walk_folder(folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let entries = std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(folder, e))?;
+        let name = entry.file_name();
+        if name.as_encoded_bytes().first() == Some(&b'.') {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_dir() {
+            walk_folder(&path, out)?;
+        } else if name.as_encoded_bytes().contains(&b'.') {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The entries of an image list file (see [`list_images`]).
+fn read_image_list(list: &Path) -> Result<Vec<PathBuf>> {
+    let text = std::fs::read_to_string(list).map_err(|e| Error::io(list, e))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let folder = list.parent().unwrap_or(Path::new(""));
+    let entries = text.trim().lines().map(|line| {
+        if let Some(rest) = line.strip_prefix("./") {
+            return folder.join(rest);
+        }
+        let entry = PathBuf::from(line);
+        let beside_list = folder.join(&entry);
+        if entry.is_relative() && (beside_list.exists() || !entry.exists()) { beside_list } else { entry }
+    });
+    Ok(entries.collect())
+}
+
+/// Label files (`*.txt`) in the label folders of `images` that belong to no image: no file with the
+/// same name and an image extension in the matching images/ folder. `classes.txt` (written by
+/// labelImg and CVAT beside the labels) is not a label file and is never reported.
+pub fn orphan_labels(images: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut label_folders: Vec<PathBuf> = images
+        .iter()
+        .filter_map(|image| label_path_for(image).parent().map(Path::to_path_buf))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    label_folders.sort();
+    let mut orphans = Vec::new();
+    for folder in label_folders {
+        if !folder.is_dir() {
+            continue;
+        }
+        let image_folder = swap_folder(&folder.join("x"), "labels", "images");
+        let stems = image_stems(image_folder.parent().unwrap_or(Path::new("")));
+        let entries = std::fs::read_dir(&folder).map_err(|e| Error::io(&folder, e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| Error::io(&folder, e))?.path();
+            let is_label = path.extension() == Some(OsStr::new("txt")) && path.is_file();
+            if !is_label || path.file_name() == Some(OsStr::new("classes.txt")) {
+                continue;
+            }
+            if !path.file_stem().is_some_and(|stem| stems.contains(stem)) {
+                orphans.push(path);
+            }
+        }
+    }
+    orphans.sort();
+    Ok(orphans)
+}
+
+/// Stems of the image files directly in `folder` (empty if it cannot be read).
+fn image_stems(folder: &Path) -> HashSet<OsString> {
+    let Ok(entries) = std::fs::read_dir(folder) else { return HashSet::new() };
+    entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| is_image_path(p))
+        .filter_map(|p| p.file_stem().map(OsStr::to_os_string))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_paths_as_ultralytics() {
+        let cases = [
+            ("/d/images/train/a.jpg", "/d/labels/train/a.txt"),
+            ("/images/d/images/b.PNG", "/images/d/labels/b.txt"),
+            ("/d/images/x.tar.jpeg", "/d/labels/x.tar.txt"),
+            ("/d/pics/a.jpg", "/d/pics/a.txt"),
+            ("/d/images", "/d/images.txt"),
+            ("rel/images/a.webp", "rel/labels/a.txt"),
+        ];
+        for (image, label) in cases {
+            assert_eq!(label_path_for(Path::new(image)), Path::new(label), "{image}");
+        }
+    }
+
+    #[test]
+    fn image_extensions() {
+        assert!(is_image_path(Path::new("a.JPG")));
+        assert!(is_image_path(Path::new("a.tiff")));
+        assert!(!is_image_path(Path::new("a.gif")));
+        assert!(!is_image_path(Path::new("jpg")));
+    }
+
+    fn touch(path: &Path) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, b"x").expect("write");
+    }
+
+    #[test]
+    fn folders_recursive_sorted_hidden_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        for name in
+            ["images/b.png", "images/sub/a.jpg", "images/c.txt", "images/.hidden.png", "images/.h/x.png"]
+        {
+            touch(&d.join(name));
+        }
+        let got = list_images(Path::new("data.yaml"), "train", &[d.join("images")]).expect("listed");
+        assert_eq!(got, [d.join("images/b.png"), d.join("images/sub/a.jpg")]);
+    }
+
+    #[test]
+    fn image_lists_resolve_relative_entries() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        touch(&d.join("lists/images/a.jpg"));
+        touch(&d.join("lists/images/b.jpg"));
+        let absolute = d.join("elsewhere/images/c.png");
+        let list = d.join("lists/train.txt");
+        let text = format!("\u{feff}./images/a.jpg\nimages/b.jpg\n{}\nnotes.md\n\n", absolute.display());
+        std::fs::write(&list, text).expect("write");
+        let got = list_images(Path::new("data.yaml"), "train", &[list]).expect("listed");
+        assert_eq!(got, [absolute, d.join("lists/images/a.jpg"), d.join("lists/images/b.jpg")]);
+    }
+
+    #[test]
+    fn missing_source_and_no_images_name_yaml_and_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let err = list_images(Path::new("ds/data.yaml"), "val", &[d.join("nowhere")]).expect_err("missing");
+        assert!(err.to_string().starts_with("ds/data.yaml: key `val:` points to "), "{err}");
+        std::fs::create_dir_all(d.join("empty")).expect("mkdir");
+        let err = list_images(Path::new("ds/data.yaml"), "val", &[d.join("empty")]).expect_err("empty");
+        assert!(err.to_string().starts_with("ds/data.yaml: key `val:` has no images in "), "{err}");
+    }
+
+    #[test]
+    fn orphans_are_labels_without_images() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        for name in ["images/a.jpg", "images/b.png", "labels/a.txt", "labels/b.txt", "labels/c.txt"] {
+            touch(&d.join(name));
+        }
+        touch(&d.join("labels/classes.txt"));
+        let images = [d.join("images/a.jpg")];
+        assert_eq!(orphan_labels(&images).expect("listed"), [d.join("labels/c.txt")]);
+    }
+}
