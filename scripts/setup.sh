@@ -6,8 +6,10 @@
 # LD_LIBRARY_PATH). Everything comes from pinned PyPI wheels: nothing else is downloaded.
 #
 # Usage: scripts/setup.sh            (then: source .deps/env.sh)
-# Env:   HEADROOM_WHEEL_CACHE  folder for downloaded wheels (default .deps/wheels); CI points it
-#        outside the clone so a fresh clone does not download 560 MB again.
+# Env:   HEADROOM_DEPS         where the libraries go (default .deps). CI points it outside the clone:
+#                              tch's 7-minute C++ build is redone whenever LIBTORCH's path changes.
+#        HEADROOM_WHEEL_CACHE  folder for downloaded wheels (default $HEADROOM_DEPS/wheels).
+# .deps/env.sh is always written inside the checkout.
 set -euo pipefail
 
 TORCH_VERSION=2.13.0
@@ -16,9 +18,9 @@ CUPTI_VERSION=13.0.85    # libcupti.so.13: likewise (profiler)
 ORT_VERSION=1.31.1
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-deps="$root/.deps"
+deps="${HEADROOM_DEPS:-$root/.deps}"
 wheels="${HEADROOM_WHEEL_CACHE:-$deps/wheels}"
-mkdir -p "$deps" "$wheels"
+mkdir -p "$deps" "$wheels" "$root/.deps"
 
 fail() { echo "setup: error: $*" >&2; exit 1; }
 step() { echo "setup: $*" >&2; }
@@ -109,7 +111,7 @@ missing=$(LD_LIBRARY_PATH="$lt/lib" ldd "$lt/lib/libtorch_cpu.so" | grep 'not fo
 missing=$(ldd "$ort_lib" | grep 'not found' || true)
 [ -z "$missing" ] || fail "libonnxruntime cannot find: $missing"
 
-cat > "$deps/env.sh" <<ENV
+cat > "$root/.deps/env.sh" <<ENV
 # Written by scripts/setup.sh: source it before cargo or the headroom binary.
 export LIBTORCH="$lt"
 export LIBTORCH_CXX11_ABI=1
