@@ -25,18 +25,9 @@ pub struct SynthManifest {
     pub generator: String,
     /// Version of the rendering; bumped whenever the same settings would give other pixels.
     pub format: u32,
-    /// The preset.
-    pub preset: Preset,
-    /// The seed.
-    pub seed: u64,
-    /// Number of training images.
-    pub train: usize,
-    /// Number of validation images.
-    pub val: usize,
-    /// Image width in pixels.
-    pub width: u32,
-    /// Image height in pixels.
-    pub height: u32,
+    /// The settings (written flat: `preset`, `seed`, `train`, `val`, `width`, `height`).
+    #[serde(flatten)]
+    pub config: SynthConfig,
     /// The class names, in class-id order.
     pub names: Vec<String>,
 }
@@ -47,20 +38,14 @@ impl SynthManifest {
         Self {
             generator: GENERATOR.to_string(),
             format: 1,
-            preset: config.preset,
-            seed: config.seed,
-            train: config.train,
-            val: config.val,
-            width: config.width,
-            height: config.height,
+            config: *config,
             names: CLASS_NAMES.iter().map(|n| n.to_string()).collect(),
         }
     }
 
     /// The settings the dataset was generated with.
     pub fn config(&self) -> SynthConfig {
-        let Self { preset, seed, train, val, width, height, .. } = *self;
-        SynthConfig { preset, seed, train, val, width, height }
+        self.config
     }
 }
 
