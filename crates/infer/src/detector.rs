@@ -6,7 +6,7 @@ use headroom_core::boxes::Detection;
 use headroom_core::letterbox::{Letterbox, LetterboxOptions};
 use headroom_onnx::ModelMetadata;
 use image::RgbImage;
-use ndarray::Array4;
+use ndarray::{Array4, ArrayView4};
 use ort::session::Session;
 use ort::value::TensorRef;
 
@@ -21,6 +21,7 @@ pub struct Detector {
     path: PathBuf,
     input_name: String,
     input_size: (u32, u32),
+    input_batch: i64,
     output_shape: Vec<i64>,
     metadata: ModelMetadata,
     provider: ExecutionProvider,
@@ -55,6 +56,7 @@ impl Detector {
         let input_shape: Vec<i64> = input.dtype().tensor_shape().map(|s| s.to_vec()).unwrap_or_default();
         let output = session.outputs().first().ok_or_else(|| meta_err("the model has no output".into()))?;
         let output_shape: Vec<i64> = output.dtype().tensor_shape().map(|s| s.to_vec()).unwrap_or_default();
+        let input_batch = input_shape.first().copied().unwrap_or(1);
         let input_size = match input_shape[..] {
             [_, 3, h, w] if h > 0 && w > 0 => (w as u32, h as u32),
             [_, 3, _, _] => metadata.imgsz.map(|[h, w]| (w, h)).unwrap_or((640, 640)),
@@ -77,6 +79,7 @@ impl Detector {
             path: path.to_path_buf(),
             input_name,
             input_size,
+            input_batch,
             output_shape,
             metadata,
             provider,
@@ -103,14 +106,42 @@ impl Detector {
         self.provider
     }
 
-    /// The letterbox geometry this detector uses for an image `width` × `height`.
-    pub fn letterbox_for(&self, width: u32, height: u32) -> Letterbox {
-        let options = LetterboxOptions {
+    /// The batch dimension of the input: `Some(n)` when fixed, `None` when dynamic.
+    pub fn static_batch(&self) -> Option<usize> {
+        usize::try_from(self.input_batch).ok().filter(|n| *n > 0)
+    }
+
+    /// The output shape the model declares (-1 for dynamic dimensions).
+    pub fn output_shape(&self) -> &[i64] {
+        &self.output_shape
+    }
+
+    /// The output layout, from the declared output shape when it is static.
+    pub fn declared_layout(&self) -> Option<OutputLayout> {
+        if self.output_shape.len() != 3 || self.output_shape.iter().skip(1).any(|d| *d <= 0) {
+            return None;
+        }
+        OutputLayout::detect(&self.output_shape, self.metadata.names.as_ref().map(Vec::len)).ok()
+    }
+
+    /// The output layout of an output of `shape` `[batch, d1, d2]`.
+    pub fn layout_of(&self, shape: &[usize]) -> Result<OutputLayout> {
+        let shape_i64: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+        OutputLayout::detect(&shape_i64, self.metadata.names.as_ref().map(Vec::len))
+    }
+
+    /// How this detector letterboxes (Ultralytics `predict` on a fixed-shape model).
+    pub fn letterbox_options(&self) -> LetterboxOptions {
+        LetterboxOptions {
             width: self.input_size.0,
             height: self.input_size.1,
             ..LetterboxOptions::square(self.input_size.0)
-        };
-        Letterbox::new(width, height, &options)
+        }
+    }
+
+    /// The letterbox geometry this detector uses for an image `width` × `height`.
+    pub fn letterbox_for(&self, width: u32, height: u32) -> Letterbox {
+        Letterbox::new(width, height, &self.letterbox_options())
     }
 
     /// Detects objects in `image`; boxes are in `image`'s pixels.
@@ -127,17 +158,22 @@ impl Detector {
     /// Runs one preprocessed `[1, 3, H, W]` input; boxes in input pixels.
     fn run(&mut self, input: &Array4<f32>, options: &DecodeOptions) -> Result<Vec<Detection>> {
         let (data, shape) = self.raw_output(input)?;
-        let shape_i64: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
-        let layout = OutputLayout::detect(&shape_i64, self.metadata.names.as_ref().map(Vec::len))?;
+        let layout = self.layout_of(&shape)?;
         let dims = [shape[1], shape[2]];
         Ok(decode(layout, &data[..dims[0] * dims[1]], dims, options))
     }
 
     /// Runs one preprocessed `[1, 3, H, W]` input and returns the first output, flat, with its shape.
     pub fn raw_output(&mut self, input: &Array4<f32>) -> Result<(Vec<f32>, Vec<usize>)> {
+        self.run_batch(input.view())
+    }
+
+    /// Runs a preprocessed `[B, 3, H, W]` batch and returns the first output, flat, with its shape
+    /// (a 3-D `[B, d1, d2]`, else [`Error::NotADetector`]).
+    pub fn run_batch(&mut self, input: ArrayView4<'_, f32>) -> Result<(Vec<f32>, Vec<usize>)> {
         let path = self.path.clone();
         let err = |e: ort::Error| Error::Session { path: path.clone(), reason: e.to_string() };
-        let tensor = TensorRef::from_array_view(input.view()).map_err(err)?;
+        let tensor = TensorRef::from_array_view(input).map_err(err)?;
         let outputs = self.session.run(ort::inputs![self.input_name.as_str() => tensor]).map_err(err)?;
         let (shape, data) = outputs[0].try_extract_tensor::<f32>().map_err(err)?;
         let shape: Vec<usize> = shape.iter().map(|d| (*d).max(0) as usize).collect();
@@ -154,11 +190,19 @@ impl Detector {
 /// An RGB image as a `[1, 3, H, W]` tensor scaled to [0, 1], as Ultralytics feeds its models.
 pub fn to_nchw(image: &RgbImage) -> Array4<f32> {
     let (w, h) = (image.width() as usize, image.height() as usize);
-    let mut out = Array4::<f32>::zeros((1, 3, h, w));
-    for (x, y, px) in image.enumerate_pixels() {
-        for c in 0..3 {
-            out[[0, c, y as usize, x as usize]] = f32::from(px[c]) / 255.0;
-        }
+    Array4::from_shape_vec((1, 3, h, w), to_chw(image)).unwrap_or_else(|_| Array4::zeros((1, 3, h, w)))
+}
+
+/// An RGB image as planar `[3, H, W]` values scaled to [0, 1] (one image of an NCHW batch).
+pub fn to_chw(image: &RgbImage) -> Vec<f32> {
+    let plane = image.width() as usize * image.height() as usize;
+    let mut out = vec![0f32; 3 * plane];
+    let (r, rest) = out.split_at_mut(plane);
+    let (g, b) = rest.split_at_mut(plane);
+    for (i, px) in image.as_raw().chunks_exact(3).enumerate() {
+        r[i] = f32::from(px[0]) / 255.0;
+        g[i] = f32::from(px[1]) / 255.0;
+        b[i] = f32::from(px[2]) / 255.0;
     }
     out
 }

@@ -24,6 +24,16 @@ pub enum Error {
         /// What the loader said.
         reason: String,
     },
+    /// An execution provider is compiled in but ONNX Runtime would not register it.
+    #[error(
+        "execution provider {provider:?} failed to register: {reason}; pass --ep-fallback to use the next one"
+    )]
+    ProviderUnavailable {
+        /// The provider.
+        provider: crate::provider::ExecutionProvider,
+        /// What ONNX Runtime said.
+        reason: String,
+    },
     /// ONNX Runtime rejected a model or failed to run it.
     #[error("{path}: ONNX Runtime: {reason}")]
     Session {
@@ -53,6 +63,36 @@ pub enum Error {
     Mismatch {
         /// What differs and what to do.
         message: String,
+    },
+    /// A soft-score file is malformed or cannot be encoded.
+    #[error("{path}: soft-score file: {reason}")]
+    SoftScores {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A class map (`--class-map`) is malformed or names classes the teacher does not have.
+    #[error("class map {source_name}: {reason}")]
+    ClassMap {
+        /// The file, or `--class-map` for an inline map.
+        source_name: String,
+        /// What is wrong, naming the entries at fault.
+        reason: String,
+    },
+    /// The output dataset cannot be written or is not in a state headroom can continue.
+    #[error("{path}: {reason}")]
+    Output {
+        /// The file or folder.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// A pipeline thread stopped unexpectedly.
+    #[error("the {stage} thread stopped unexpectedly (panicked)")]
+    Pipeline {
+        /// Which stage.
+        stage: &'static str,
     },
     /// A dataset or image error from `headroom-core`.
     #[error(transparent)]

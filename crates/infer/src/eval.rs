@@ -2,11 +2,16 @@
 //! (conf 0.001, IoU 0.7, multi-label NMS, up to 300 detections).
 
 use std::path::PathBuf;
+#[cfg(feature = "onnxruntime")]
 use std::time::Instant;
 
+#[cfg(feature = "onnxruntime")]
 use headroom_core::boxes::Xyxy;
+#[cfg(feature = "onnxruntime")]
 use headroom_core::dataset::ImageRecord;
-use headroom_core::metrics::{DetectionStats, Metrics};
+#[cfg(feature = "onnxruntime")]
+use headroom_core::metrics::DetectionStats;
+use headroom_core::metrics::Metrics;
 use serde::Serialize;
 
 use crate::decode::DecodeOptions;

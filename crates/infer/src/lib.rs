@@ -7,14 +7,18 @@
 //!   time from `ORT_DYLIB_PATH` (scripts/setup.sh installs it), and a detector that letterboxes,
 //!   runs, decodes and maps boxes back to the image.
 //! - [`eval`]: precision, recall and mAP of a detector on a dataset split.
+//! - [`label`]: pseudo-labelling a folder of images with a teacher (`headroom label`).
+//! - [`soft_scores`] (pure): the per-image soft-score file format.
 
 pub mod decode;
 #[cfg(feature = "onnxruntime")]
 pub mod detector;
 mod error;
 pub mod eval;
+pub mod label;
 pub mod provider;
 #[cfg(feature = "onnxruntime")]
 pub mod runtime;
+pub mod soft_scores;
 
 pub use error::{Error, Result};

@@ -1,5 +1,7 @@
 //! Execution provider settings: plain data that always compiles. Only [`crate::runtime`] maps them
-//! onto ONNX Runtime.
+//! onto ONNX Runtime (the CUDA and TensorRT mappings behind the `cuda` and `tensorrt` features).
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,19 +17,59 @@ pub enum ExecutionProvider {
     Tensorrt,
 }
 
+impl ExecutionProvider {
+    /// The cargo feature that compiles this provider's registration (`None`: always compiled).
+    pub fn feature(self) -> Option<&'static str> {
+        match self {
+            Self::Cpu => None,
+            Self::Cuda => Some("cuda"),
+            Self::Tensorrt => Some("tensorrt"),
+        }
+    }
+}
+
+/// Options of the TensorRT execution provider (ONNX Runtime's `trt_*` options).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TensorrtOptions {
+    /// Build FP16 engines (`trt_fp16_enable`).
+    pub fp16: bool,
+    /// Build INT8 engines (`trt_int8_enable`); needs `int8_calibration_table` for a model without Q/DQ.
+    pub int8: bool,
+    /// A TensorRT calibration table (`trt_int8_calibration_table_name`, native format).
+    pub int8_calibration_table: Option<PathBuf>,
+    /// Cache built engines in this folder (`trt_engine_cache_enable` + `_path`).
+    pub engine_cache: Option<PathBuf>,
+    /// Builder workspace limit in bytes (`trt_max_workspace_size`).
+    pub workspace_bytes: Option<usize>,
+    /// Keep the tactic timing cache in this folder (`trt_timing_cache_enable` + `_path`).
+    pub timing_cache: Option<PathBuf>,
+}
+
 /// How to create sessions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionOptions {
-    /// Providers in order of preference; the first that registers runs the model.
+    /// Providers in order of preference. Every one is registered in this order (ONNX Runtime gives each
+    /// node to the first that supports it, and the CPU provider takes what is left); the first is the
+    /// one reported as running the model.
     pub providers: Vec<ExecutionProvider>,
-    /// Intra-op threads (0: ONNX Runtime decides).
+    /// Intra-op threads of the CPU provider (0: ONNX Runtime decides).
     pub intra_threads: usize,
-    /// Fall back to the next provider when one fails to register, instead of failing.
+    /// Skip a provider that fails to register (with a warning) instead of failing.
     pub fallback: bool,
+    /// GPU for the CUDA and TensorRT providers.
+    pub device_id: i32,
+    /// TensorRT options.
+    pub tensorrt: TensorrtOptions,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        Self { providers: vec![ExecutionProvider::Cpu], intra_threads: 0, fallback: false }
+        Self {
+            providers: vec![ExecutionProvider::Cpu],
+            intra_threads: 0,
+            fallback: false,
+            device_id: 0,
+            tensorrt: TensorrtOptions::default(),
+        }
     }
 }

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use headroom_core::boxes::NmsMode;
 use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
 use headroom_infer::decode::DecodeOptions;
@@ -35,9 +34,9 @@ pub struct Args {
     /// Class-agnostic NMS.
     #[arg(long)]
     pub agnostic_nms: bool,
-    /// ONNX Runtime intra-op threads (0: ONNX Runtime decides).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
+    /// Execution providers.
+    #[command(flatten)]
+    pub provider: super::label::ProviderArgs,
     /// Fail on the first bad image or label file instead of skipping it with a warning.
     #[arg(long)]
     pub strict: bool,
@@ -87,7 +86,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         nms: if args.agnostic_nms { NmsMode::ClassAgnostic } else { NmsMode::ClassAware },
         ..DecodeOptions::val()
     };
-    let session = SessionOptions { intra_threads: args.threads, ..SessionOptions::default() };
+    let session = args.provider.session_options();
     let report = evaluate(args, &config, &split.images, &decode, &session)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -109,6 +108,7 @@ fn evaluate(
     decode: &DecodeOptions,
     session: &SessionOptions,
 ) -> anyhow::Result<EvalReport> {
+    use anyhow::Context as _;
     let mut detector = headroom_infer::detector::Detector::open(&args.model, session)?;
     let bar = super::progress::bar(images.len() as u64, "eval");
     let report = headroom_infer::eval::evaluate(&mut detector, images, &config.names, decode, |n| {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use image::ImageEncoder;
 
-use super::{CLASS_NAMES, Preset, Split, SynthConfig, generate_image};
+use super::{CLASS_NAMES, Split, SynthConfig, generate_image};
 use crate::dataset::labels::write_label_file;
 use crate::fsio::write_atomic;
 use crate::{Error, Result};

@@ -1,0 +1,226 @@
+//! `headroom label`: pseudo-label a folder of images with a teacher ONNX detector (docs/LABEL.md).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use headroom_core::boxes::NmsMode;
+use headroom_infer::decode::DecodeOptions;
+use headroom_infer::provider::{ExecutionProvider, SessionOptions, TensorrtOptions};
+
+use super::Outcome;
+
+/// Execution provider choice, shared by the commands that run ONNX models.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProviderArgs {
+    /// Execution providers in order of preference, e.g. `tensorrt,cuda,cpu`.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "cpu")]
+    pub ep: Vec<ProviderArg>,
+    /// Skip a provider that fails to register (with a warning) instead of stopping.
+    #[arg(long)]
+    pub ep_fallback: bool,
+    /// ONNX Runtime intra-op threads of the CPU provider (0: ONNX Runtime decides).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// GPU for the CUDA and TensorRT providers.
+    #[arg(long, default_value_t = 0)]
+    pub device_id: i32,
+    /// TensorRT: build FP16 engines.
+    #[arg(long)]
+    pub trt_fp16: bool,
+    /// TensorRT: build INT8 engines (with --trt-int8-table for a model without Q/DQ nodes).
+    #[arg(long)]
+    pub trt_int8: bool,
+    /// TensorRT: INT8 calibration table (TensorRT's native format).
+    #[arg(long, value_name = "FILE")]
+    pub trt_int8_table: Option<PathBuf>,
+    /// TensorRT: cache built engines in this folder (the first run builds them, minutes on Jetson).
+    #[arg(long, value_name = "DIR")]
+    pub trt_engine_cache: Option<PathBuf>,
+    /// TensorRT: builder workspace limit, MiB.
+    #[arg(long, value_name = "MIB")]
+    pub trt_workspace_mib: Option<usize>,
+    /// TensorRT: keep the tactic timing cache in this folder.
+    #[arg(long, value_name = "DIR")]
+    pub trt_timing_cache: Option<PathBuf>,
+}
+
+/// Execution providers, as command-line values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderArg {
+    /// NVIDIA TensorRT (build with `--features tensorrt`).
+    Tensorrt,
+    /// NVIDIA CUDA (build with `--features cuda`).
+    Cuda,
+    /// The CPU.
+    Cpu,
+}
+
+impl ProviderArgs {
+    /// The session options these arguments ask for.
+    pub fn session_options(&self) -> SessionOptions {
+        let providers = self
+            .ep
+            .iter()
+            .map(|p| match p {
+                ProviderArg::Tensorrt => ExecutionProvider::Tensorrt,
+                ProviderArg::Cuda => ExecutionProvider::Cuda,
+                ProviderArg::Cpu => ExecutionProvider::Cpu,
+            })
+            .collect();
+        SessionOptions {
+            providers,
+            intra_threads: self.threads,
+            fallback: self.ep_fallback,
+            device_id: self.device_id,
+            tensorrt: TensorrtOptions {
+                fp16: self.trt_fp16,
+                int8: self.trt_int8,
+                int8_calibration_table: self.trt_int8_table.clone(),
+                engine_cache: self.trt_engine_cache.clone(),
+                workspace_bytes: self.trt_workspace_mib.map(|m| m << 20),
+                timing_cache: self.trt_timing_cache.clone(),
+            },
+        }
+    }
+}
+
+/// Arguments of `headroom label`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The teacher, an Ultralytics ONNX detector export.
+    #[arg(long, value_name = "T.onnx")]
+    pub teacher: PathBuf,
+    /// The folder of images to label (searched recursively).
+    #[arg(long, value_name = "DIR")]
+    pub images: PathBuf,
+    /// The dataset folder to write (Ultralytics layout); a rerun resumes it.
+    #[arg(long, value_name = "DATASET")]
+    pub out: PathBuf,
+    /// Minimum confidence of a kept box.
+    #[arg(long, default_value_t = 0.25)]
+    pub conf: f32,
+    /// NMS IoU threshold.
+    #[arg(long, default_value_t = 0.7)]
+    pub iou: f32,
+    /// Maximum boxes per image.
+    #[arg(long, default_value_t = 300)]
+    pub max_det: usize,
+    /// Class-agnostic NMS.
+    #[arg(long)]
+    pub agnostic_nms: bool,
+    /// Teacher → student classes: a file, or inline `0=2,1=0` (teacher id or name = student id).
+    /// Unmapped teacher classes are dropped and counted.
+    #[arg(long, value_name = "MAP")]
+    pub class_map: Option<String>,
+    /// Drop boxes narrower or lower than this many image pixels.
+    #[arg(long, default_value_t = 0.0, value_name = "PIXELS")]
+    pub min_box: f32,
+    /// Also store the N best pre-NMS candidates per image in the soft-score file.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub topk: usize,
+    /// Image decoding and letterboxing threads.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Images per inference call when the teacher's batch is dynamic (a fixed batch is used as is).
+    #[arg(long, default_value_t = 8)]
+    pub batch: usize,
+    /// Copy images into DATASET/images instead of symlinking them.
+    #[arg(long)]
+    pub copy_images: bool,
+    /// Relabel finished images too, even with another teacher or settings (human labels stay).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the manifest as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Execution providers.
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+}
+
+/// Runs `headroom label`.
+pub fn run(args: &Args) -> anyhow::Result<Outcome> {
+    anyhow::ensure!((0.0..=1.0).contains(&args.conf), "--conf {} is not in [0, 1]", args.conf);
+    anyhow::ensure!((0.0..=1.0).contains(&args.iou), "--iou {} is not in [0, 1]", args.iou);
+    anyhow::ensure!(args.min_box >= 0.0, "--min-box {} is negative", args.min_box);
+    let class_map = match &args.class_map {
+        None => None,
+        Some(spec) if std::path::Path::new(spec).is_file() => {
+            let text =
+                std::fs::read_to_string(spec).with_context(|| format!("reading the class map {spec}"))?;
+            Some((spec.clone(), text))
+        }
+        Some(spec) => Some(("--class-map".to_string(), spec.clone())),
+    };
+    let decode = DecodeOptions {
+        confidence: args.conf,
+        iou: args.iou,
+        max_detections: args.max_det,
+        nms: if args.agnostic_nms { NmsMode::ClassAgnostic } else { NmsMode::ClassAware },
+        ..DecodeOptions::predict()
+    };
+    label(args, decode, class_map)
+}
+
+#[cfg(feature = "onnxruntime")]
+fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>) -> anyhow::Result<Outcome> {
+    use headroom_infer::label::pipeline::PipelineSettings;
+    use headroom_infer::label::{LabelRequest, label_folder};
+
+    let mut teacher =
+        headroom_infer::detector::Detector::open(&args.teacher, &args.provider.session_options())
+            .with_context(|| format!("opening the teacher {}", args.teacher.display()))?;
+    let request = LabelRequest {
+        images: args.images.clone(),
+        out: args.out.clone(),
+        decode,
+        min_box: args.min_box,
+        top_k: args.topk,
+        class_map,
+        copy_images: args.copy_images,
+        force: args.force,
+        pipeline: PipelineSettings { workers: args.workers, batch: args.batch, queue: 4 * args.batch.max(4) },
+    };
+    let bar = super::progress::bar(0, "label");
+    let manifest = label_folder(&mut teacher, &request, &|done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64)
+    });
+    bar.finish_and_clear();
+    let manifest = manifest
+        .with_context(|| format!("labelling {} into {}", args.images.display(), args.out.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&manifest)?);
+    } else {
+        let c = &manifest.counts;
+        println!(
+            "labelled {} of {} images ({} already done, {} skipped, {} beside human labels) in {:.1} s ({:.1} images/s, {:?})",
+            c.labelled,
+            c.images,
+            c.already_done,
+            c.skipped,
+            c.conflicts,
+            manifest.wall_seconds,
+            manifest.images_per_second,
+            manifest.provider
+        );
+        println!(
+            "boxes: {} ({} dropped by the class map, {} by --min-box)",
+            c.boxes, c.dropped_unmapped, c.dropped_small
+        );
+        for s in &manifest.skipped {
+            println!("skipped {}: {}", s.path.display(), s.reason);
+        }
+        println!("dataset: {}", args.out.join("data.yaml").display());
+    }
+    Ok(Outcome::Success)
+}
+
+#[cfg(not(feature = "onnxruntime"))]
+fn label(
+    _args: &Args,
+    _decode: DecodeOptions,
+    _class_map: Option<(String, String)>,
+) -> anyhow::Result<Outcome> {
+    Err(headroom_infer::Error::FeatureDisabled { feature: "onnxruntime" }.into())
+}

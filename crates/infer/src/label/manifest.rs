@@ -1,0 +1,157 @@
+//! `manifest.json` of a labelled dataset: the teacher (with its SHA-256), the settings, the provider
+//! that ran, counts, skipped images, human-label conflicts and timing. Written when a run starts
+//! (`status: running`) and when it ends (`complete`), atomically.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::class_map::ClassMap;
+use super::output::{Conflict, SkippedImage};
+use crate::decode::OutputLayout;
+use crate::provider::ExecutionProvider;
+use crate::{Error, Result};
+
+/// The manifest's file name in the dataset folder.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// The teacher model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeacherInfo {
+    /// The ONNX file.
+    pub path: PathBuf,
+    /// SHA-256 of its bytes, lowercase hex.
+    pub sha256: String,
+    /// Input width and height.
+    pub input_size: [u32; 2],
+    /// The output layout, when the output shape is static.
+    pub layout: Option<OutputLayout>,
+    /// Teacher class names.
+    pub names: Vec<String>,
+}
+
+/// The settings that decide the labels: a rerun with other settings must not mix its labels in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelSettings {
+    /// Minimum confidence.
+    pub confidence: f32,
+    /// NMS IoU threshold.
+    pub iou: f32,
+    /// Maximum detections per image.
+    pub max_detections: usize,
+    /// Class-agnostic NMS.
+    pub agnostic_nms: bool,
+    /// Boxes narrower or lower than this, in image pixels, are dropped.
+    pub min_box: f32,
+    /// Pre-NMS candidates stored per image.
+    pub top_k: usize,
+    /// Teacher → student classes.
+    pub class_map: ClassMap,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelCounts {
+    /// Images found under `--images`.
+    pub images: usize,
+    /// Images labelled by this run.
+    pub labelled: usize,
+    /// Images skipped because an earlier run finished them.
+    pub already_done: usize,
+    /// Images skipped as unreadable or unplaceable (listed in `skipped`).
+    pub skipped: usize,
+    /// Images whose labels went beside a human label file (listed in `conflicts`).
+    pub conflicts: usize,
+    /// Boxes written by this run.
+    pub boxes: usize,
+    /// Boxes written per student class.
+    pub boxes_per_class: Vec<usize>,
+    /// Boxes dropped because the class map drops their teacher class.
+    pub dropped_unmapped: usize,
+    /// Boxes dropped by `--min-box`.
+    pub dropped_small: usize,
+}
+
+/// Whether a run finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Started and not (yet) finished: killed runs leave this.
+    Running,
+    /// Finished.
+    Complete,
+}
+
+/// The whole manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelManifest {
+    /// The headroom version that wrote it.
+    pub headroom_version: String,
+    /// Whether the run finished.
+    pub status: RunStatus,
+    /// The teacher.
+    pub teacher: TeacherInfo,
+    /// The settings.
+    pub settings: LabelSettings,
+    /// The execution provider that really ran the teacher.
+    pub provider: ExecutionProvider,
+    /// The image folder.
+    pub images: PathBuf,
+    /// Images copied (`true`) or symlinked into `images/`.
+    pub copied_images: bool,
+    /// Images per inference call.
+    pub batch: usize,
+    /// Image decoding threads.
+    pub workers: usize,
+    /// Counts.
+    pub counts: LabelCounts,
+    /// Skipped images with reasons.
+    pub skipped: Vec<SkippedImage>,
+    /// Human label files kept, and where the teacher's labels went.
+    pub conflicts: Vec<Conflict>,
+    /// Wall time of the run, seconds.
+    pub wall_seconds: f64,
+    /// Images labelled per second of wall time.
+    pub images_per_second: f64,
+}
+
+impl LabelManifest {
+    /// Reads `DATASET/manifest.json`; `Ok(None)` when there is none.
+    pub fn read(dataset: &Path) -> Result<Option<Self>> {
+        let path = dataset.join(MANIFEST_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::Core(headroom_core::Error::io(&path, e))),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| Error::Core(headroom_core::Error::Json { path, source }))
+    }
+
+    /// Writes `DATASET/manifest.json` atomically.
+    pub fn write(&self, dataset: &Path) -> Result<()> {
+        let path = dataset.join(MANIFEST_FILE);
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|source| Error::Core(headroom_core::Error::Json { path: path.clone(), source }))?;
+        Ok(headroom_core::fsio::write_atomic(&path, (text + "\n").as_bytes())?)
+    }
+
+    /// Why labels of this run may not join those of `previous` (another teacher or other settings),
+    /// or `None` when they may.
+    pub fn incompatibility(&self, previous: &Self) -> Option<String> {
+        if previous.teacher.sha256 != self.teacher.sha256 {
+            return Some(format!(
+                "was labelled by another teacher (sha256 {} there, {} now)",
+                previous.teacher.sha256, self.teacher.sha256
+            ));
+        }
+        (previous.settings != self.settings).then(|| {
+            format!(
+                "was labelled with other settings ({} there, {} now)",
+                serde_json::to_string(&previous.settings).unwrap_or_default(),
+                serde_json::to_string(&self.settings).unwrap_or_default()
+            )
+        })
+    }
+}

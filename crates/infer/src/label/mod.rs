@@ -1,0 +1,19 @@
+//! Pseudo-labelling with a teacher detector: `headroom label` (docs/LABEL.md).
+//!
+//! - [`class_map`]: teacher → student classes.
+//! - [`output`]: the output dataset, resuming, human-label protection, atomic per-image writes.
+//! - [`pipeline`] (feature `onnxruntime`): worker threads → inference → writer, bounded queues.
+//! - [`manifest`]: `manifest.json`, what a run did and with what.
+
+pub mod class_map;
+pub mod manifest;
+pub mod output;
+#[cfg(feature = "onnxruntime")]
+pub mod pipeline;
+#[cfg(feature = "onnxruntime")]
+mod run;
+
+pub use class_map::ClassMap;
+pub use manifest::{LabelCounts, LabelManifest, LabelSettings, TeacherInfo};
+#[cfg(feature = "onnxruntime")]
+pub use run::{LabelRequest, label_folder};

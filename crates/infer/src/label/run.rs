@@ -1,0 +1,251 @@
+//! One `headroom label` run: check the output, plan, run the pipeline, write the manifest.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::class_map::ClassMap;
+use super::manifest::{LabelCounts, LabelManifest, LabelSettings, RunStatus, TeacherInfo};
+use super::output::{self, Conflict, JobState, SkippedImage};
+use super::pipeline::{Inferred, PipelineSettings, run_pipeline};
+use crate::decode::{DecodeOptions, OutputLayout, decode_soft};
+use crate::detector::Detector;
+use crate::{Error, Result};
+
+/// What to label and how.
+#[derive(Debug, Clone)]
+pub struct LabelRequest {
+    /// The folder of images (searched recursively).
+    pub images: PathBuf,
+    /// The dataset folder to write.
+    pub out: PathBuf,
+    /// Thresholds (`multi_label` should be off: one class per box).
+    pub decode: DecodeOptions,
+    /// Boxes narrower or lower than this many image pixels are dropped.
+    pub min_box: f32,
+    /// Pre-NMS candidates to store per image (0: none).
+    pub top_k: usize,
+    /// The class map's text and where it came from (`None`: identity).
+    pub class_map: Option<(String, String)>,
+    /// Copy images into `images/` instead of symlinking them.
+    pub copy_images: bool,
+    /// Relabel finished images too, and accept another teacher or other settings.
+    pub force: bool,
+    /// Threads, batch and queues.
+    pub pipeline: PipelineSettings,
+}
+
+/// Labels `request.images` into `request.out` with `detector`; `progress(done, to_do)` after each image.
+pub fn label_folder(
+    detector: &mut Detector,
+    request: &LabelRequest,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<LabelManifest> {
+    let started = Instant::now();
+    let teacher = teacher_info(detector)?;
+    let class_map = match &request.class_map {
+        Some((source, text)) => ClassMap::parse(text, source, &teacher.names)?,
+        None => ClassMap::identity(&teacher.names),
+    };
+    let settings = LabelSettings {
+        confidence: request.decode.confidence,
+        iou: request.decode.iou,
+        max_detections: request.decode.max_detections,
+        agnostic_nms: request.decode.nms == headroom_core::boxes::NmsMode::ClassAgnostic,
+        min_box: request.min_box,
+        top_k: request.top_k,
+        class_map,
+    };
+    let batch = detector.static_batch().unwrap_or(request.pipeline.batch.max(1));
+    let mut manifest = LabelManifest {
+        headroom_version: env!("CARGO_PKG_VERSION").to_string(),
+        status: RunStatus::Running,
+        teacher,
+        settings,
+        provider: detector.provider(),
+        images: request.images.clone(),
+        copied_images: request.copy_images,
+        batch,
+        workers: request.pipeline.workers.max(1),
+        counts: LabelCounts::default(),
+        skipped: Vec::new(),
+        conflicts: Vec::new(),
+        wall_seconds: 0.0,
+        images_per_second: 0.0,
+    };
+    prepare_output(&request.out, &manifest, request.force)?;
+    let (jobs, skipped) = output::plan_jobs(&request.images, &request.out)?;
+    manifest.counts.images = jobs.len() + skipped.len();
+    manifest.counts.skipped = skipped.len();
+    manifest.skipped = skipped;
+    manifest.counts.boxes_per_class = vec![0; manifest.settings.class_map.names.len()];
+    let (todo, targets) = plan_states(&jobs, request.force, &mut manifest);
+    manifest.write(&request.out)?;
+    tracing::info!(
+        images = manifest.counts.images,
+        to_label = todo.len(),
+        already_done = manifest.counts.already_done,
+        provider = ?manifest.provider,
+        batch,
+        "labelling {} into {}",
+        request.images.display(),
+        request.out.display()
+    );
+    let total = todo.len();
+    let labelled = {
+        let mut writer = Writer { jobs: &jobs, targets: &targets, request, manifest: &mut manifest, done: 0 };
+        let result = run_pipeline(detector, &jobs, &todo, request.pipeline, |item| {
+            writer.handle(item)?;
+            progress(writer.done, total);
+            Ok(())
+        });
+        (result, writer.manifest.counts.labelled)
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    manifest.wall_seconds = seconds;
+    manifest.images_per_second = labelled.1 as f64 / seconds.max(1e-9);
+    manifest.counts.conflicts = manifest.conflicts.len();
+    manifest.counts.skipped = manifest.skipped.len();
+    labelled.0?;
+    manifest.status = RunStatus::Complete;
+    for conflict in &manifest.conflicts {
+        tracing::warn!(
+            "{}: a human label exists; the teacher's labels are in {}",
+            conflict.human_label.display(),
+            conflict.teacher_label.display()
+        );
+    }
+    manifest.write(&request.out)?;
+    Ok(manifest)
+}
+
+/// Per job: the label file to write and the conflict that sends it there (`None`: finished).
+type Targets = Vec<Option<(PathBuf, Option<Conflict>)>>;
+
+/// The jobs to run and where their labels go; finished ones are counted in `manifest`.
+fn plan_states(jobs: &[output::Job], force: bool, manifest: &mut LabelManifest) -> (Vec<usize>, Targets) {
+    let mut todo = Vec::new();
+    let mut targets = vec![None; jobs.len()];
+    for (i, job) in jobs.iter().enumerate() {
+        match output::job_state(job, force) {
+            JobState::Done(conflict) => {
+                manifest.counts.already_done += 1;
+                manifest.conflicts.extend(conflict);
+            }
+            JobState::Todo { target, conflict } => {
+                todo.push(i);
+                targets[i] = Some((target, conflict));
+            }
+        }
+    }
+    (todo, targets)
+}
+
+/// Turns inferred images into files and counts.
+struct Writer<'a> {
+    jobs: &'a [output::Job],
+    targets: &'a [Option<(PathBuf, Option<Conflict>)>],
+    request: &'a LabelRequest,
+    manifest: &'a mut LabelManifest,
+    done: usize,
+}
+
+impl Writer<'_> {
+    fn handle(&mut self, item: Inferred) -> Result<()> {
+        self.done += 1;
+        let (job_index, geometry, layout, output, dims) = match item {
+            Inferred::Failed { job, reason } => {
+                tracing::warn!("skipping {}: {reason}", self.jobs[job].source.display());
+                let path = self.jobs[job].source.clone();
+                self.manifest.skipped.push(SkippedImage { path, reason });
+                return Ok(());
+            }
+            Inferred::Ready { job, geometry, layout, output, dims } => (job, geometry, layout, output, dims),
+        };
+        let job = &self.jobs[job_index];
+        let Some((target, conflict)) = &self.targets[job_index] else { return Ok(()) };
+        let decoded = decode_soft(layout, &output, dims, &self.request.decode, self.request.top_k);
+        let map = &self.manifest.settings.class_map;
+        let (labels, soft, dropped) = output::image_records(&decoded, &geometry, map, self.request.min_box);
+        match output::write_image(job, target, &labels, soft, self.request.copy_images) {
+            Ok(()) => {}
+            Err(Error::Output { path, reason }) => {
+                let reason = format!("{}: {reason}", path.display());
+                tracing::warn!("skipping {}: {reason}", job.source.display());
+                self.manifest.skipped.push(SkippedImage { path: job.source.clone(), reason });
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        let counts = &mut self.manifest.counts;
+        counts.labelled += 1;
+        counts.boxes += labels.len();
+        counts.dropped_unmapped += dropped.unmapped;
+        counts.dropped_small += dropped.small;
+        for label in &labels {
+            if let Some(n) = counts.boxes_per_class.get_mut(label.class) {
+                *n += 1;
+            }
+        }
+        self.manifest.conflicts.extend(conflict.clone());
+        Ok(())
+    }
+}
+
+/// The teacher's identity and classes.
+fn teacher_info(detector: &Detector) -> Result<TeacherInfo> {
+    let path = detector.path().to_path_buf();
+    let bytes = std::fs::read(&path).map_err(|e| Error::Core(headroom_core::Error::io(&path, e)))?;
+    let layout = detector.declared_layout();
+    let names = match (&detector.metadata().names, layout) {
+        (Some(names), _) => names.clone(),
+        (None, Some(OutputLayout::Anchors { nc } | OutputLayout::YoloV5 { nc })) => {
+            (0..nc).map(|i| format!("class{i}")).collect()
+        }
+        (None, _) => {
+            let message = format!(
+                "{}: the teacher has neither `names` metadata nor a static output shape to count its classes; \
+                 export it with Ultralytics (which writes `names`)",
+                path.display()
+            );
+            return Err(Error::Mismatch { message });
+        }
+    };
+    let (w, h) = detector.input_size();
+    Ok(TeacherInfo { path, sha256: output::sha256_hex(&bytes), input_size: [w, h], layout, names })
+}
+
+/// Creates the dataset folder, refuses to mix in another teacher's labels, clears temporaries a killed
+/// run left, and writes `data.yaml` unless one is there.
+fn prepare_output(out: &Path, manifest: &LabelManifest, force: bool) -> Result<()> {
+    std::fs::create_dir_all(out).map_err(|e| Error::Core(headroom_core::Error::io(out, e)))?;
+    if let Some(previous) = LabelManifest::read(out)?
+        && let Some(why) = manifest.incompatibility(&previous)
+        && !force
+    {
+        let reason = format!("{why}; label into a new --out, or pass --force to relabel every image");
+        return Err(Error::Output { path: out.join(super::manifest::MANIFEST_FILE), reason });
+    }
+    let removed = output::remove_stale_temporaries(&out.join("labels"))
+        + output::remove_stale_temporaries(&out.join("images"));
+    if removed > 0 {
+        tracing::info!("removed {removed} temporary files left by an interrupted run");
+    }
+    let yaml = out.join("data.yaml");
+    let names = serde_json::to_string(&manifest.settings.class_map.names).unwrap_or_default();
+    let text = format!(
+        "# Written by `headroom label` (teacher {}).\ntrain: images\nval: images\nnc: {}\nnames: {names}\n",
+        manifest.teacher.path.display(),
+        manifest.settings.class_map.names.len()
+    );
+    match std::fs::read_to_string(&yaml) {
+        Ok(existing) if existing != text => {
+            tracing::warn!(
+                "{} exists and is left as it is; check that its names are {names}",
+                yaml.display()
+            );
+        }
+        Ok(_) => {}
+        Err(_) => headroom_core::fsio::write_atomic(&yaml, text.as_bytes())?,
+    }
+    Ok(())
+}
