@@ -2,6 +2,8 @@
 
 mod doctor;
 mod eval;
+mod inspect;
+mod label;
 mod progress;
 mod synth;
 
@@ -27,8 +29,12 @@ pub struct Cli {
 pub enum Command {
     /// Generate a synthetic shapes dataset in the Ultralytics layout (deterministic by seed).
     Synth(synth::Args),
+    /// Pseudo-label a folder of images with a teacher ONNX detector (labels, soft scores, manifest).
+    Label(label::Args),
     /// Evaluate an ONNX detector on a labelled dataset: precision, recall, mAP50, mAP50-95.
     Eval(eval::Args),
+    /// Describe an ONNX detector: family, input, classes, Detect head, modules, freeze points.
+    Inspect(inspect::Args),
     /// Check that the native libraries (ONNX Runtime, libtorch) load and work.
     Doctor(doctor::Args),
 }
@@ -46,7 +52,9 @@ pub enum Outcome {
 pub fn run(command: Command) -> anyhow::Result<Outcome> {
     match command {
         Command::Synth(args) => synth::run(&args),
+        Command::Label(args) => label::run(&args),
         Command::Eval(args) => eval::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
         Command::Doctor(args) => doctor::run(&args),
     }
 }

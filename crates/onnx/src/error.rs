@@ -1,0 +1,141 @@
+//! The one error type of headroom-onnx: what went wrong, in which file, at which node.
+
+use std::path::PathBuf;
+
+use crate::metadata::MetadataError;
+
+/// An unsupported operator found by [`crate::Graph::check`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnsupportedOp {
+    /// The node's name (or `#index` when it has none).
+    pub node: String,
+    /// The operator type.
+    pub op_type: String,
+    /// The operator domain (`""` is the default ONNX domain).
+    pub domain: String,
+}
+
+impl std::fmt::Display for UnsupportedOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.domain.as_str() {
+            "" | "ai.onnx" => write!(f, "{} (node `{}`)", self.op_type, self.node),
+            domain => write!(f, "{domain}::{} (node `{}`)", self.op_type, self.node),
+        }
+    }
+}
+
+fn list(ops: &[UnsupportedOp]) -> String {
+    ops.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Everything that can go wrong reading an ONNX model.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The bytes are not an ONNX `ModelProto`, or the file is cut short.
+    #[error("{} is not an ONNX model or is truncated: {reason}", path.display())]
+    NotOnnx {
+        /// The file.
+        path: PathBuf,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The model's default-domain opset is outside what headroom imports.
+    #[error(
+        "{}: opset {found} is not supported (headroom reads opsets {min} to {max}); \
+         re-export with `opset={max}` or lower",
+        path.display()
+    )]
+    Opset {
+        /// The file.
+        path: PathBuf,
+        /// The model's opset (0 when it declares none).
+        found: i64,
+        /// Lowest supported.
+        min: i64,
+        /// Highest supported.
+        max: i64,
+    },
+    /// Operators the importer does not know, all of them.
+    #[error("{}: {} unsupported operator(s): {}", path.display(), ops.len(), list(ops))]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// Every unsupported node.
+        ops: Vec<UnsupportedOp>,
+    },
+    /// A node is malformed: wrong arity, missing or mistyped attribute, bad value.
+    #[error("node `{node}` ({op_type}, opset {opset}): {reason}")]
+    Node {
+        /// The node's name.
+        node: String,
+        /// The operator type.
+        op_type: String,
+        /// The model's opset.
+        opset: i64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A node reads a tensor that no initializer, graph input or earlier node provides.
+    #[error(
+        "{}: node `{node}` ({op_type}) reads `{input}`, which no initializer, graph input or \
+         earlier node provides",
+        path.display()
+    )]
+    MissingInput {
+        /// The file.
+        path: PathBuf,
+        /// The node.
+        node: String,
+        /// Its operator type.
+        op_type: String,
+        /// The missing tensor.
+        input: String,
+    },
+    /// An initializer cannot be decoded (size mismatch, unknown type, missing external file).
+    #[error("{}: initializer `{name}`: {reason}", path.display())]
+    Initializer {
+        /// The model file.
+        path: PathBuf,
+        /// The initializer.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Shape inference found inconsistent shapes.
+    #[error("node `{node}` ({op_type}): shape inference: {reason}")]
+    Shape {
+        /// The node.
+        node: String,
+        /// Its operator type.
+        op_type: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The metadata cannot be parsed.
+    #[error("{}: {source}", path.display())]
+    Metadata {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: MetadataError,
+    },
+    /// The graph is valid ONNX but not an Ultralytics-style detector.
+    #[error("{}: not a YOLO detector: {reason}", path.display())]
+    NotDetector {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

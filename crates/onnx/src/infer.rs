@@ -1,0 +1,552 @@
+//! Shape inference over the graph IR, static and symbolic: every tensor gets its dims where they
+//! follow from the input dims, with dynamic dims kept as expressions (`height/8`). Small integer
+//! tensors (the `Shape → Gather → Concat → Reshape` chains of dynamic exports) are evaluated along.
+
+use std::collections::HashMap;
+
+use crate::dim::{Dim, product};
+use crate::error::{Error, Result};
+use crate::graph::{Graph, Node};
+use crate::ops::{Op, Padding, normalize_axis};
+use crate::tensor::TensorData;
+
+/// What inference knows about one tensor.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Value {
+    /// Its dims.
+    pub shape: Option<Vec<Dim>>,
+    /// Its contents when it is a small integer tensor (shape arithmetic), flattened.
+    pub ints: Option<Vec<Dim>>,
+    /// Its contents when it is a small float constant (Resize scales), flattened.
+    pub floats: Option<Vec<f32>>,
+}
+
+const MAX_TRACKED: usize = 64;
+
+fn constant_value(dims: &[usize], data: &TensorData) -> Value {
+    let shape = Some(dims.iter().map(|d| Dim::Known(*d as i64)).collect());
+    let small = data.len() <= MAX_TRACKED;
+    let ints = data.as_i64().filter(|_| small).map(|v| v.into_iter().map(Dim::Known).collect());
+    let floats = match data {
+        TensorData::F32(v) if small => Some(v.clone()),
+        _ => None,
+    };
+    Value { shape, ints, floats }
+}
+
+/// Infers the shape of every tensor. `overrides` replaces symbolic input dims by numbers
+/// (e.g. `height` → 640) to get concrete shapes from a dynamic export.
+pub fn infer_shapes(graph: &mut Graph, overrides: &HashMap<String, i64>) -> Result<()> {
+    let mut values: HashMap<String, Value> = HashMap::new();
+    for input in &graph.inputs {
+        let shape = input.shape.as_ref().map(|dims| {
+            dims.iter()
+                .map(|d| match d {
+                    Dim::Symbol(s) => overrides.get(s).map_or_else(|| d.clone(), |v| Dim::Known(*v)),
+                    known => known.clone(),
+                })
+                .collect()
+        });
+        values.insert(input.name.clone(), Value { shape, ..Value::default() });
+    }
+    for (name, dims) in &graph.initializer_dims {
+        let value = match graph.initializers.get(name) {
+            Some(t) => constant_value(&t.dims, &t.data),
+            None => constant_value(dims, &TensorData::F32(vec![])),
+        };
+        values.insert(name.clone(), Value { shape: value.shape, ..value });
+    }
+    for node in &mut graph.nodes {
+        let inputs: Vec<Value> =
+            node.inputs.iter().map(|i| values.get(i).cloned().unwrap_or_default()).collect();
+        if let Some(rank) = inputs.first().and_then(|v| v.shape.as_ref()).map(Vec::len) {
+            node.op.normalize_axes(rank).map_err(|reason| shape_error(node, reason))?;
+        }
+        let outputs = infer_node(node, &inputs).map_err(|reason| shape_error(node, reason))?;
+        for (name, value) in node.outputs.iter().zip(outputs) {
+            values.insert(name.clone(), value);
+        }
+    }
+    graph.shapes = values.into_iter().filter_map(|(k, v)| v.shape.map(|s| (k, s))).collect();
+    Ok(())
+}
+
+fn shape_error(node: &Node, reason: String) -> Error {
+    Error::Shape { node: node.name.clone(), op_type: node.op.op_type().to_string(), reason }
+}
+
+fn shaped(shape: Vec<Dim>) -> Value {
+    Value { shape: Some(shape), ..Value::default() }
+}
+
+fn same(input: &Value) -> Vec<Value> {
+    vec![Value { floats: None, ..input.clone() }]
+}
+
+/// Infers one node's outputs from its inputs' values. Unknown stays unknown; contradictions are errors.
+pub fn infer_node(node: &Node, inputs: &[Value]) -> Result<Vec<Value>, String> {
+    let first = inputs.first().cloned().unwrap_or_default();
+    let shape0 = first.shape.clone();
+    let n_out = node.outputs.len();
+    let unknown = || vec![Value::default(); n_out];
+    Ok(match &node.op {
+        Op::Add => binary(inputs, Dim::add)?,
+        Op::Sub => binary(inputs, Dim::sub)?,
+        Op::Mul => binary(inputs, Dim::mul)?,
+        Op::Div => binary(inputs, Dim::div)?,
+        Op::Mod(_) => binary(inputs, Dim::rem)?,
+        Op::Pow | Op::Equal | Op::Less | Op::Greater => binary(inputs, |_, _| Dim::Symbol("?".into()))?
+            .into_iter()
+            .map(|v| Value { ints: None, ..v })
+            .collect(),
+        Op::Where => vec![shaped(broadcast_all(inputs)?.unwrap_or_default())],
+        Op::Sigmoid | Op::Sqrt | Op::Not | Op::Softmax(_) => {
+            vec![Value { ints: None, ..same(&first)[0].clone() }]
+        }
+        Op::Neg => {
+            vec![Value {
+                ints: first.ints.map(|v| v.iter().map(|d| Dim::Known(0).sub(d)).collect()),
+                ..first
+            }]
+        }
+        Op::Identity | Op::Cast(_) => same(&first),
+        Op::Constant(c) => vec![constant_value(&c.value.dims, &c.value.data)],
+        Op::Conv(c) => vec![conv_like(
+            &first,
+            inputs.get(1),
+            &c.kernel_shape,
+            &c.strides,
+            &c.dilations,
+            &c.padding,
+            false,
+        )?],
+        Op::MaxPool(c) => {
+            let out =
+                conv_like(&first, None, &c.kernel_shape, &c.strides, &c.dilations, &c.padding, c.ceil_mode)?;
+            vec![out; n_out]
+        }
+        Op::MatMul => vec![matmul(inputs)?],
+        Op::Concat(c) => vec![concat(inputs, c.axis)?],
+        Op::Split(c) => split(&first, inputs.get(1), c)?,
+        Op::Slice => vec![slice(inputs)?],
+        Op::Reshape(c) => vec![reshape(&first, inputs.get(1), c.allowzero)?],
+        Op::Transpose(c) => vec![transpose(&first, c.perm.as_deref())?],
+        Op::Resize(_) => vec![resize(inputs)?],
+        Op::Shape(c) => vec![shape_of(&first, c)],
+        Op::Gather(c) => vec![gather(&first, inputs.get(1), c.axis)?],
+        Op::GatherElements(_) => {
+            vec![shaped(inputs.get(1).and_then(|v| v.shape.clone()).ok_or("unknown indices")?)]
+        }
+        Op::Unsqueeze(c) => vec![unsqueeze(&first, axes_of(&c.axes, inputs.get(1)))?],
+        Op::Squeeze(c) => vec![squeeze(&first, axes_of(&c.axes, inputs.get(1)))?],
+        Op::Flatten(c) => vec![flatten(&first, c.axis)],
+        Op::ConstantOfShape(_) => vec![shaped(first.ints.ok_or("shape input is not known")?)],
+        Op::Range => vec![range(inputs)],
+        Op::Expand => vec![shaped(broadcast(
+            &shape0.ok_or("unknown input")?,
+            &inputs.get(1).and_then(|v| v.ints.clone()).ok_or("unknown target shape")?,
+        )?)],
+        Op::TopK(c) => top_k(&first, inputs.get(1), c.axis)?,
+        Op::ReduceMax(c) => {
+            vec![reduce(&first, axes_of(&c.axes, inputs.get(1)), c.keepdims, c.noop_with_empty_axes)?]
+        }
+        Op::NonMaxSuppression(_) => vec![shaped(vec![Dim::Symbol("selected".into()), Dim::Known(3)])],
+        Op::Unsupported { .. } => unknown(),
+    })
+}
+
+fn transpose(x: &Value, perm: Option<&[i64]>) -> Result<Value, String> {
+    let Some(s) = &x.shape else { return Ok(Value::default()) };
+    let reversed: Vec<i64> = (0..s.len() as i64).rev().collect();
+    let perm = perm.unwrap_or(&reversed);
+    let dims =
+        perm.iter().map(|p| s.get(*p as usize).cloned().ok_or("bad perm")).collect::<Result<_, _>>()?;
+    Ok(shaped(dims))
+}
+
+fn shape_of(x: &Value, cfg: &crate::ops::ShapeConfig) -> Value {
+    let Some(s) = &x.shape else { return Value::default() };
+    let rank = s.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
+    let (start, end) = (clamp(cfg.start), clamp(cfg.end.unwrap_or(rank)));
+    let dims = s.get(start..end.max(start)).unwrap_or_default().to_vec();
+    Value { shape: Some(vec![Dim::Known(dims.len() as i64)]), ints: Some(dims), floats: None }
+}
+
+fn flatten(x: &Value, axis: i64) -> Value {
+    let Some(s) = &x.shape else { return Value::default() };
+    let axis = (axis.max(0) as usize).min(s.len());
+    shaped(vec![product(&s[..axis]), product(&s[axis..])])
+}
+
+fn top_k(x: &Value, k: Option<&Value>, axis: i64) -> Result<Vec<Value>, String> {
+    let mut s = x.shape.clone().ok_or("unknown input")?;
+    let k = k.and_then(|v| v.ints.as_ref()).and_then(|v| v.first().cloned());
+    *s.get_mut(axis as usize).ok_or("axis out of range")? = k.unwrap_or_else(|| Dim::Symbol("k".into()));
+    Ok(vec![shaped(s.clone()), shaped(s)])
+}
+
+fn broadcast_dim(a: &Dim, b: &Dim) -> Result<Dim, String> {
+    Ok(match (a, b) {
+        (Dim::Known(1), other) | (other, Dim::Known(1)) => other.clone(),
+        (Dim::Known(x), Dim::Known(y)) if x != y => return Err(format!("cannot broadcast {x} with {y}")),
+        (Dim::Known(_), _) => a.clone(),
+        (_, Dim::Known(_)) => b.clone(),
+        _ => a.clone(),
+    })
+}
+
+/// Numpy-style broadcast of two shapes.
+pub fn broadcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
+    let rank = a.len().max(b.len());
+    let pad = |s: &[Dim]| {
+        std::iter::repeat_n(Dim::Known(1), rank - s.len()).chain(s.iter().cloned()).collect::<Vec<_>>()
+    };
+    pad(a).iter().zip(pad(b).iter()).map(|(x, y)| broadcast_dim(x, y)).collect()
+}
+
+fn broadcast_all(inputs: &[Value]) -> Result<Option<Vec<Dim>>, String> {
+    let mut out: Option<Vec<Dim>> = None;
+    for v in inputs {
+        let Some(s) = &v.shape else { return Ok(None) };
+        out = Some(match out {
+            Some(o) => broadcast(&o, s)?,
+            None => s.clone(),
+        });
+    }
+    Ok(out)
+}
+
+fn binary(inputs: &[Value], f: impl Fn(&Dim, &Dim) -> Dim) -> Result<Vec<Value>, String> {
+    let shape = broadcast_all(inputs)?;
+    let ints =
+        match (inputs.first().and_then(|v| v.ints.as_ref()), inputs.get(1).and_then(|v| v.ints.as_ref())) {
+            (Some(a), Some(b)) if a.len() == b.len() => Some(a.iter().zip(b).map(|(x, y)| f(x, y)).collect()),
+            (Some(a), Some(b)) if b.len() == 1 => Some(a.iter().map(|x| f(x, &b[0])).collect()),
+            (Some(a), Some(b)) if a.len() == 1 => Some(b.iter().map(|y| f(&a[0], y)).collect()),
+            _ => None,
+        };
+    Ok(vec![Value { shape, ints, floats: None }])
+}
+
+fn conv_like(
+    x: &Value,
+    weight: Option<&Value>,
+    kernel: &[i64],
+    strides: &[i64],
+    dilations: &[i64],
+    padding: &Padding,
+    ceil_mode: bool,
+) -> Result<Value, String> {
+    let Some(s) = &x.shape else { return Ok(Value::default()) };
+    let w = weight.and_then(|w| w.shape.clone());
+    let kernel: Vec<Dim> = match (&w, kernel.is_empty()) {
+        (Some(w), true) => w.get(2..).ok_or("weight rank < 3")?.to_vec(),
+        _ => kernel.iter().map(|k| Dim::Known(*k)).collect(),
+    };
+    let spatial = kernel.len();
+    if s.len() != spatial + 2 {
+        return Err(format!("input rank {} with a {spatial}-D kernel", s.len()));
+    }
+    let channels = match &w {
+        Some(w) => w.first().cloned().ok_or("empty weight shape")?,
+        None => s[1].clone(),
+    };
+    let mut out = vec![s[0].clone(), channels];
+    for i in 0..spatial {
+        let stride = Dim::Known(*strides.get(i).unwrap_or(&1));
+        let dilation = *dilations.get(i).unwrap_or(&1);
+        let size = &s[i + 2];
+        let dim = match padding {
+            Padding::SameUpper | Padding::SameLower => size.add(&stride).sub(&Dim::Known(1)).div(&stride),
+            Padding::Explicit(_) | Padding::Valid => {
+                let pads = match padding {
+                    Padding::Explicit(p) => p.get(i).unwrap_or(&0) + p.get(i + spatial).unwrap_or(&0),
+                    _ => 0,
+                };
+                let reach = Dim::Known(dilation).mul(&kernel[i].sub(&Dim::Known(1))).add(&Dim::Known(1));
+                let span = size.add(&Dim::Known(pads)).sub(&reach);
+                let span = if ceil_mode { span.add(&stride).sub(&Dim::Known(1)) } else { span };
+                span.div(&stride).add(&Dim::Known(1))
+            }
+        };
+        out.push(dim);
+    }
+    Ok(shaped(out))
+}
+
+fn matmul(inputs: &[Value]) -> Result<Value, String> {
+    let (Some(a), Some(b)) =
+        (inputs.first().and_then(|v| v.shape.clone()), inputs.get(1).and_then(|v| v.shape.clone()))
+    else {
+        return Ok(Value::default());
+    };
+    if a.len() < 2 || b.len() < 2 {
+        return Err("MatMul on vectors is not supported".into());
+    }
+    let mut batch = broadcast(&a[..a.len() - 2], &b[..b.len() - 2])?;
+    batch.push(a[a.len() - 2].clone());
+    batch.push(b[b.len() - 1].clone());
+    Ok(shaped(batch))
+}
+
+fn concat(inputs: &[Value], axis: i64) -> Result<Value, String> {
+    let axis = axis as usize;
+    let mut shape: Option<Vec<Dim>> = None;
+    for v in inputs {
+        let Some(s) = &v.shape else { return Ok(Value::default()) };
+        shape = Some(match shape {
+            None => s.clone(),
+            Some(mut acc) => {
+                if acc.len() != s.len() || axis >= s.len() {
+                    return Err(format!("ranks {} and {} along axis {axis}", acc.len(), s.len()));
+                }
+                acc[axis] = acc[axis].add(&s[axis]);
+                acc
+            }
+        });
+    }
+    let ints = inputs.iter().map(|v| v.ints.clone()).collect::<Option<Vec<_>>>().map(|v| v.concat());
+    Ok(Value { shape, ints, floats: None })
+}
+
+fn split(x: &Value, sizes: Option<&Value>, cfg: &crate::ops::SplitConfig) -> Result<Vec<Value>, String> {
+    let Some(s) = &x.shape else { return Ok(vec![Value::default(); cfg.parts]) };
+    let axis = cfg.axis as usize;
+    let total = s.get(axis).ok_or("axis out of range")?;
+    let sizes: Vec<Dim> = match (sizes.and_then(|v| v.ints.clone()), &cfg.split) {
+        (Some(ints), _) => ints,
+        (None, Some(attr)) => attr.iter().map(|v| Dim::Known(*v)).collect(),
+        (None, None) => vec![total.div(&Dim::Known(cfg.parts as i64)); cfg.parts],
+    };
+    Ok(sizes
+        .into_iter()
+        .map(|size| {
+            let mut out = s.clone();
+            out[axis] = size;
+            shaped(out)
+        })
+        .collect())
+}
+
+fn known_ints(v: Option<&Value>) -> Option<Vec<i64>> {
+    v?.ints.as_ref()?.iter().map(Dim::known).collect()
+}
+
+fn slice(inputs: &[Value]) -> Result<Value, String> {
+    let data = inputs.first().cloned().unwrap_or_default();
+    let Some(s) = data.shape.clone() else { return Ok(Value::default()) };
+    let (Some(starts), Some(ends)) = (known_ints(inputs.get(1)), known_ints(inputs.get(2))) else {
+        return Ok(Value::default());
+    };
+    let axes = known_ints(inputs.get(3)).unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = known_ints(inputs.get(4)).unwrap_or_else(|| vec![1; starts.len()]);
+    let mut out = s.clone();
+    let mut ints = data.ints.clone();
+    for (i, axis) in axes.iter().enumerate() {
+        let axis = normalize_axis(*axis, s.len(), false)? as usize;
+        let (start, end, step) =
+            (starts[i], *ends.get(i).ok_or("ends too short")?, *steps.get(i).unwrap_or(&1));
+        if step == 0 {
+            return Err("slice step 0".into());
+        }
+        match &s[axis] {
+            Dim::Known(n) => {
+                let clamp = |v: i64, lo: i64, hi: i64| (if v < 0 { v + n } else { v }).clamp(lo, hi);
+                let (lo, hi) = if step > 0 { (0, *n) } else { (-1, n - 1) };
+                let (b, e) = (clamp(start, lo, hi), clamp(end, lo, hi));
+                let len = if step > 0 {
+                    (e - b + step - 1).div_euclid(step)
+                } else {
+                    (b - e - step - 1).div_euclid(-step)
+                };
+                out[axis] = Dim::Known(len.max(0));
+                if let Some(v) = ints.as_mut().filter(|_| s.len() == 1 && step == 1) {
+                    *v = v.get(b as usize..e.max(b) as usize).unwrap_or_default().to_vec();
+                } else {
+                    ints = None;
+                }
+            }
+            sym => {
+                ints = None;
+                out[axis] = if start >= 0 && (0..i64::MAX / 2).contains(&end) && step == 1 {
+                    Dim::Known(end - start)
+                } else if step == 1 && end >= i64::MAX / 2 {
+                    sym.sub(&Dim::Known(start))
+                } else {
+                    Dim::Symbol(format!("slice({sym})"))
+                };
+            }
+        }
+    }
+    Ok(Value { shape: Some(out), ints, floats: None })
+}
+
+fn reshape(x: &Value, target: Option<&Value>, allowzero: bool) -> Result<Value, String> {
+    let Some(target) = target.and_then(|v| v.ints.clone()) else { return Ok(Value::default()) };
+    let input = x.shape.clone();
+    let mut out: Vec<Dim> = Vec::with_capacity(target.len());
+    let mut infer_at = None;
+    for (i, d) in target.iter().enumerate() {
+        match d {
+            Dim::Known(0) if !allowzero => {
+                out.push(input.as_ref().and_then(|s| s.get(i).cloned()).ok_or("0 copies an unknown dim")?)
+            }
+            Dim::Known(-1) => {
+                if infer_at.replace(i).is_some() {
+                    return Err("two -1 in the target shape".into());
+                }
+                out.push(Dim::Known(-1));
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    if let Some(i) = infer_at {
+        let Some(input) = input else { return Ok(Value::default()) };
+        let rest: Vec<Dim> =
+            out.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| d.clone()).collect();
+        out[i] = product(&input).div(&product(&rest));
+    }
+    Ok(Value { shape: Some(out), ints: x.ints.clone(), floats: None })
+}
+
+fn resize(inputs: &[Value]) -> Result<Value, String> {
+    let Some(s) = inputs.first().and_then(|v| v.shape.clone()) else { return Ok(Value::default()) };
+    if let Some(sizes) = inputs.get(3).and_then(|v| v.ints.clone()).filter(|v| !v.is_empty()) {
+        return Ok(shaped(sizes));
+    }
+    let scales = inputs.get(2).and_then(|v| v.floats.clone()).filter(|v| v.len() == s.len());
+    let Some(scales) = scales else { return Ok(Value::default()) };
+    let out = s
+        .iter()
+        .zip(&scales)
+        .map(|(d, f)| match d {
+            Dim::Known(n) => Dim::Known((*n as f64 * f64::from(*f)).floor() as i64),
+            sym if f.fract() == 0.0 => sym.mul(&Dim::Known(*f as i64)),
+            sym => Dim::Symbol(format!("{sym}*{f}")),
+        })
+        .collect();
+    Ok(shaped(out))
+}
+
+fn gather(data: &Value, indices: Option<&Value>, axis: i64) -> Result<Value, String> {
+    let (Some(s), Some(idx)) = (data.shape.clone(), indices.and_then(|v| v.shape.clone())) else {
+        return Ok(Value::default());
+    };
+    let axis = axis as usize;
+    let mut out = s.get(..axis).ok_or("axis out of range")?.to_vec();
+    out.extend(idx.iter().cloned());
+    out.extend(s.get(axis + 1..).unwrap_or_default().iter().cloned());
+    let ints = match (&data.ints, known_ints(indices)) {
+        (Some(values), Some(picks)) if s.len() == 1 => picks
+            .iter()
+            .map(|p| values.get(normalize_axis(*p, values.len(), false).ok()? as usize).cloned())
+            .collect(),
+        _ => None,
+    };
+    Ok(Value { shape: Some(out), ints, floats: None })
+}
+
+fn axes_of(attr: &Option<Vec<i64>>, input: Option<&Value>) -> Option<Vec<i64>> {
+    attr.clone().or_else(|| known_ints(input))
+}
+
+fn unsqueeze(x: &Value, axes: Option<Vec<i64>>) -> Result<Value, String> {
+    let (Some(s), Some(axes)) = (x.shape.clone(), axes) else { return Ok(Value::default()) };
+    let rank = s.len() + axes.len();
+    let mut axes = axes.iter().map(|a| normalize_axis(*a, rank, false)).collect::<Result<Vec<_>, _>>()?;
+    axes.sort_unstable();
+    let mut out = s;
+    for a in axes {
+        out.insert(a as usize, Dim::Known(1));
+    }
+    Ok(Value { shape: Some(out), ints: x.ints.clone(), floats: None })
+}
+
+fn squeeze(x: &Value, axes: Option<Vec<i64>>) -> Result<Value, String> {
+    let Some(s) = x.shape.clone() else { return Ok(Value::default()) };
+    let axes = match axes {
+        Some(a) => a
+            .iter()
+            .map(|a| normalize_axis(*a, s.len(), false).map(|a| a as usize))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => (0..s.len()).filter(|i| s[*i] == Dim::Known(1)).collect(),
+    };
+    let out = s.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| d.clone()).collect();
+    Ok(Value { shape: Some(out), ints: x.ints.clone(), floats: None })
+}
+
+fn range(inputs: &[Value]) -> Value {
+    let scalar = |i: usize| inputs.get(i).and_then(|v| v.ints.as_ref()).and_then(|v| v.first().cloned());
+    let len = match (scalar(0), scalar(1), scalar(2)) {
+        (Some(Dim::Known(start)), Some(Dim::Known(limit)), Some(Dim::Known(delta))) if delta != 0 => {
+            Dim::Known(((limit as f64 - start as f64) / delta as f64).ceil().max(0.0) as i64)
+        }
+        (Some(start), Some(limit), Some(Dim::Known(1))) => limit.sub(&start),
+        _ => Dim::Symbol("range".into()),
+    };
+    shaped(vec![len])
+}
+
+fn reduce(x: &Value, axes: Option<Vec<i64>>, keepdims: bool, noop: bool) -> Result<Value, String> {
+    let Some(s) = x.shape.clone() else { return Ok(Value::default()) };
+    let axes = match axes {
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .map(|a| normalize_axis(*a, s.len(), false).map(|a| a as usize))
+            .collect::<Result<Vec<_>, _>>()?,
+        _ if noop => return Ok(shaped(s)),
+        _ => (0..s.len()).collect(),
+    };
+    let out = s
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| match (axes.contains(&i), keepdims) {
+            (false, _) => Some(d.clone()),
+            (true, true) => Some(Dim::Known(1)),
+            (true, false) => None,
+        })
+        .collect();
+    Ok(shaped(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::ConvConfig;
+
+    fn known(dims: &[i64]) -> Value {
+        shaped(dims.iter().map(|d| Dim::Known(*d)).collect())
+    }
+
+    fn node(op: Op) -> Node {
+        Node { name: "n".into(), op, inputs: vec![], outputs: vec!["y".into()] }
+    }
+
+    #[test]
+    fn conv_output_static_and_symbolic() {
+        let conv = node(Op::Conv(ConvConfig {
+            kernel_shape: vec![3, 3],
+            strides: vec![2, 2],
+            dilations: vec![1, 1],
+            padding: Padding::Explicit(vec![1, 1, 1, 1]),
+            group: 1,
+        }));
+        let out = infer_node(&conv, &[known(&[1, 3, 160, 160]), known(&[16, 3, 3, 3])]).expect("infers");
+        assert_eq!(out[0], known(&[1, 16, 80, 80]));
+        let symbolic =
+            shaped(vec![Dim::Symbol("b".into()), Dim::Known(3), Dim::Symbol("h".into()), Dim::Known(64)]);
+        let out = infer_node(&conv, &[symbolic, known(&[16, 3, 3, 3])]).expect("infers");
+        let dims = out[0].shape.clone().expect("shape");
+        assert_eq!(dims[3], Dim::Known(32));
+        assert!(dims[2].to_string().contains('h'), "{}", dims[2]);
+    }
+
+    #[test]
+    fn reshape_infers_minus_one_from_shape_values() {
+        let reshape = node(Op::Reshape(crate::ops::ReshapeConfig { allowzero: false }));
+        let target = Value { ints: Some(vec![Dim::Known(0), Dim::Known(4), Dim::Known(-1)]), ..known(&[3]) };
+        let out = infer_node(&reshape, &[known(&[2, 64, 5, 5]), target]).expect("infers");
+        assert_eq!(out[0].shape, known(&[2, 4, 400]).shape);
+    }
+}

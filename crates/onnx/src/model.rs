@@ -1,0 +1,103 @@
+//! Loading a model file: decode, opset check, import, check ops and references, then weights.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::infer::infer_shapes;
+use crate::metadata::ModelMetadata;
+use crate::proto::ModelProto;
+
+/// Lowest default-domain opset headroom imports.
+pub const MIN_OPSET: i64 = 11;
+/// Highest default-domain opset headroom imports.
+pub const MAX_OPSET: i64 = 22;
+
+/// A loaded ONNX model: the decoded protobuf (kept for write-back), its typed graph and metadata.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The file.
+    pub path: PathBuf,
+    /// The protobuf as decoded (initializers included).
+    pub proto: ModelProto,
+    /// The default-domain opset.
+    pub opset: i64,
+    /// The typed graph, initializers decoded and shapes inferred.
+    pub graph: Graph,
+    /// The parsed Ultralytics metadata.
+    pub metadata: ModelMetadata,
+    /// All `metadata_props` as written.
+    pub metadata_props: Vec<(String, String)>,
+}
+
+impl Model {
+    /// Reads and loads `path`: see [`Model::from_bytes`].
+    pub fn load(path: impl AsRef<Path>) -> Result<Model> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        Model::from_bytes(&bytes, path)
+    }
+
+    /// Decodes `bytes` (read from `path`, which names errors and anchors external data), checks the
+    /// opset, imports every node, reports all unsupported ops at once and any dangling input, and only
+    /// then decodes the initializers and infers shapes.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Model> {
+        let proto = decode(bytes, path)?;
+        Model::from_proto(proto, path)
+    }
+
+    /// Loads an already decoded model (see [`Model::from_bytes`]).
+    pub fn from_proto(proto: ModelProto, path: &Path) -> Result<Model> {
+        let opset = opset(&proto, path)?;
+        let graph_proto = proto.graph.as_ref().ok_or_else(|| not_onnx(path, "no graph"))?;
+        let mut graph = Graph::import(graph_proto, opset, path)?;
+        graph.check()?;
+        graph.load_initializers(graph_proto)?;
+        infer_shapes(&mut graph, &HashMap::new())?;
+        let metadata_props: Vec<(String, String)> =
+            proto.metadata_props.iter().map(|p| (p.key().to_string(), p.value().to_string())).collect();
+        let metadata =
+            ModelMetadata::from_props(metadata_props.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|source| Error::Metadata { path: path.to_path_buf(), source })?;
+        Ok(Model { path: path.to_path_buf(), proto, opset, graph, metadata, metadata_props })
+    }
+
+    /// The graph with shapes inferred for concrete values of the symbolic input dims
+    /// (`{"height": 640, "width": 640, "batch": 1}`).
+    pub fn graph_with_dims(&self, dims: &HashMap<String, i64>) -> Result<Graph> {
+        let mut graph = self.graph.clone();
+        infer_shapes(&mut graph, dims)?;
+        Ok(graph)
+    }
+}
+
+fn not_onnx(path: &Path, reason: impl Into<String>) -> Error {
+    Error::NotOnnx { path: path.to_path_buf(), reason: reason.into() }
+}
+
+/// Decodes a `ModelProto`, rejecting what is not plausibly one (protobuf decodes many byte strings).
+pub fn decode(bytes: &[u8], path: &Path) -> Result<ModelProto> {
+    if bytes.is_empty() {
+        return Err(not_onnx(path, "the file is empty"));
+    }
+    let proto = ModelProto::decode(bytes).map_err(|e| not_onnx(path, e.to_string()))?;
+    if proto.ir_version.unwrap_or(0) <= 0 {
+        return Err(not_onnx(path, "no IR version"));
+    }
+    match &proto.graph {
+        Some(g) if !g.node.is_empty() && !g.output.is_empty() => Ok(proto),
+        _ => Err(not_onnx(path, "the graph has no nodes or no outputs")),
+    }
+}
+
+fn opset(proto: &ModelProto, path: &Path) -> Result<i64> {
+    let found =
+        proto.opset_import.iter().find(|o| matches!(o.domain(), "" | "ai.onnx")).map_or(0, |o| o.version());
+    if !(MIN_OPSET..=MAX_OPSET).contains(&found) {
+        return Err(Error::Opset { path: path.to_path_buf(), found, min: MIN_OPSET, max: MAX_OPSET });
+    }
+    Ok(found)
+}
