@@ -25,4 +25,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
 stage "cargo test --workspace (libtorch and ONNX Runtime linked)"
 cargo test --workspace --locked || fail "cargo test"
 
+stage "cargo check -p headroom-cli --features cuda,tensorrt (GPU paths compile; they cannot run here)"
+cargo check -p headroom-cli --features cuda,tensorrt --locked || fail "the CUDA/TensorRT build does not compile"
+
 stage "all checks passed"
