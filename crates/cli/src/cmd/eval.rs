@@ -36,7 +36,7 @@ pub struct Args {
     pub agnostic_nms: bool,
     /// Execution providers.
     #[command(flatten)]
-    pub provider: super::label::ProviderArgs,
+    pub provider: super::provider_args::ProviderArgs,
     /// Fail on the first bad image or label file instead of skipping it with a warning.
     #[arg(long)]
     pub strict: bool,

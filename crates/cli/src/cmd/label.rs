@@ -5,84 +5,9 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use headroom_core::boxes::NmsMode;
 use headroom_infer::decode::DecodeOptions;
-use headroom_infer::provider::{ExecutionProvider, SessionOptions, TensorrtOptions};
 
 use super::Outcome;
-
-/// Execution provider choice, shared by the commands that run ONNX models.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ProviderArgs {
-    /// Execution providers in order of preference, e.g. `tensorrt,cuda,cpu`.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "cpu")]
-    pub ep: Vec<ProviderArg>,
-    /// Skip a provider that fails to register (with a warning) instead of stopping.
-    #[arg(long)]
-    pub ep_fallback: bool,
-    /// ONNX Runtime intra-op threads of the CPU provider (0: ONNX Runtime decides).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
-    /// GPU for the CUDA and TensorRT providers.
-    #[arg(long, default_value_t = 0)]
-    pub device_id: i32,
-    /// TensorRT: build FP16 engines.
-    #[arg(long)]
-    pub trt_fp16: bool,
-    /// TensorRT: build INT8 engines (with --trt-int8-table for a model without Q/DQ nodes).
-    #[arg(long)]
-    pub trt_int8: bool,
-    /// TensorRT: INT8 calibration table (TensorRT's native format).
-    #[arg(long, value_name = "FILE")]
-    pub trt_int8_table: Option<PathBuf>,
-    /// TensorRT: cache built engines in this folder (the first run builds them, minutes on Jetson).
-    #[arg(long, value_name = "DIR")]
-    pub trt_engine_cache: Option<PathBuf>,
-    /// TensorRT: builder workspace limit, MiB.
-    #[arg(long, value_name = "MIB")]
-    pub trt_workspace_mib: Option<usize>,
-    /// TensorRT: keep the tactic timing cache in this folder.
-    #[arg(long, value_name = "DIR")]
-    pub trt_timing_cache: Option<PathBuf>,
-}
-
-/// Execution providers, as command-line values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProviderArg {
-    /// NVIDIA TensorRT (build with `--features tensorrt`).
-    Tensorrt,
-    /// NVIDIA CUDA (build with `--features cuda`).
-    Cuda,
-    /// The CPU.
-    Cpu,
-}
-
-impl ProviderArgs {
-    /// The session options these arguments ask for.
-    pub fn session_options(&self) -> SessionOptions {
-        let providers = self
-            .ep
-            .iter()
-            .map(|p| match p {
-                ProviderArg::Tensorrt => ExecutionProvider::Tensorrt,
-                ProviderArg::Cuda => ExecutionProvider::Cuda,
-                ProviderArg::Cpu => ExecutionProvider::Cpu,
-            })
-            .collect();
-        SessionOptions {
-            providers,
-            intra_threads: self.threads,
-            fallback: self.ep_fallback,
-            device_id: self.device_id,
-            tensorrt: TensorrtOptions {
-                fp16: self.trt_fp16,
-                int8: self.trt_int8,
-                int8_calibration_table: self.trt_int8_table.clone(),
-                engine_cache: self.trt_engine_cache.clone(),
-                workspace_bytes: self.trt_workspace_mib.map(|m| m << 20),
-                timing_cache: self.trt_timing_cache.clone(),
-            },
-        }
-    }
-}
+use super::provider_args::ProviderArgs;
 
 /// Arguments of `headroom label`.
 #[derive(Debug, clap::Args)]

@@ -5,6 +5,7 @@ mod eval;
 mod inspect;
 mod label;
 mod progress;
+mod provider_args;
 mod synth;
 
 use clap::{Parser, Subcommand};
