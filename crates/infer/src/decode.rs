@@ -299,6 +299,18 @@ mod tests {
         assert!(OutputLayout::detect(&[1, 3, 3], None).is_err());
     }
 
+    /// One row per anchor (`cx cy w h scores…`) as the `[4+nc, N]` layout the models emit.
+    fn anchor_major<const R: usize>(cols: &[[f32; R]]) -> Vec<f32> {
+        let n = cols.len();
+        let mut data = vec![0f32; R * n];
+        for (a, col) in cols.iter().enumerate() {
+            for (r, v) in col.iter().enumerate() {
+                data[r * n + a] = *v;
+            }
+        }
+        data
+    }
+
     #[test]
     fn decodes_anchor_layout_with_nms() {
         // 2 classes, 3 anchors: two overlapping class-0 boxes and one class-1 box.
@@ -308,12 +320,7 @@ mod tests {
             [51.0, 50.0, 20.0, 20.0, 0.8, 0.1],
             [10.0, 10.0, 4.0, 4.0, 0.0, 0.6],
         ];
-        let mut data = vec![0f32; (4 + nc) * n];
-        for (a, col) in cols.iter().enumerate() {
-            for (r, v) in col.iter().enumerate() {
-                data[r * n + a] = *v;
-            }
-        }
+        let data = anchor_major(&cols);
         let dets = decode(OutputLayout::Anchors { nc }, &data, [4 + nc, n], &DecodeOptions::predict());
         assert_eq!(dets.len(), 2);
         assert_eq!((dets[0].class, dets[0].score), (0, 0.9));
@@ -333,12 +340,7 @@ mod tests {
             [10.0, 10.0, 4.0, 4.0, 0.6, 0.3],
             [90.0, 90.0, 4.0, 4.0, 0.05, 0.1],
         ];
-        let mut data = vec![0f32; (4 + nc) * n];
-        for (a, col) in cols.iter().enumerate() {
-            for (r, v) in col.iter().enumerate() {
-                data[r * n + a] = *v;
-            }
-        }
+        let data = anchor_major(&cols);
         let layout = OutputLayout::Anchors { nc };
         let options = DecodeOptions::predict();
         let hard = decode(layout, &data, [4 + nc, n], &options);
