@@ -4,10 +4,11 @@
 //! The geometry follows `ultralytics.data.augment.LetterBox` (8.4) exactly: Python's round-half-even,
 //! `max(round(side · r), 1)`, centred padding split as `round(d/2 − 0.1)` / `round(d/2 + 0.1)`, and
 //! `auto` padding to a stride multiple. The resize reproduces OpenCV's `cv2.resize(INTER_LINEAR)` on
-//! 8-bit images: pixel-centre sampling, 11-bit fixed-point weights, and the switch to area averaging
-//! that OpenCV makes for an exact 2× downscale. No maintained crate resizes this way (the `image`
-//! and `fast_image_resize` filters widen their kernel when downscaling), and teachers, students and
-//! goldens must see the pixels Ultralytics feeds its models.
+//! 8-bit images bit for bit: pixel-centre sampling, 11-bit fixed-point weights, OpenCV's rounding,
+//! and the switch to area averaging that OpenCV makes for an exact 2× downscale. No maintained crate
+//! resizes this way (the `image` and `fast_image_resize` filters widen their kernel when
+//! downscaling), and teachers, students and goldens must see the pixels Ultralytics feeds its models.
+//! [`crate::preprocess`] composes this into Ultralytics' `val` preparation.
 
 use image::{Rgb, RgbImage};
 use serde::{Deserialize, Serialize};
@@ -144,44 +145,63 @@ pub fn letterbox(image: &RgbImage, options: &LetterboxOptions) -> (RgbImage, Let
 const COEF_BITS: u32 = 11;
 const COEF_SCALE: f32 = (1 << COEF_BITS) as f32;
 
-/// Source index and fixed-point weights (summing to 2048) for each destination coordinate, as
-/// OpenCV's `resize` computes them for `INTER_LINEAR`.
-fn linear_taps(src: u32, dst: u32) -> Vec<(usize, [i32; 2])> {
+/// The sampling position of each destination coordinate as OpenCV's `resize` computes it for
+/// `INTER_LINEAR`: `floor` and fraction of `(d + 0.5) · src/dst − 0.5`, in `f32`.
+fn linear_positions(src: u32, dst: u32) -> impl Iterator<Item = (i64, f32)> {
     let scale = f64::from(src) / f64::from(dst);
-    (0..dst)
-        .map(|d| {
-            let f = ((f64::from(d) + 0.5) * scale - 0.5) as f32;
-            let mut s = f.floor() as i64;
-            let mut frac = f - s as f32;
-            if s < 0 {
-                s = 0;
-                frac = 0.0;
-            }
-            if s >= i64::from(src) - 1 {
-                s = i64::from(src) - 1;
-                frac = 0.0;
-            }
-            // saturate_cast<short>(float) rounds half to even.
-            let w0 = ((1.0 - frac) * COEF_SCALE).round_ties_even() as i32;
-            let w1 = (frac * COEF_SCALE).round_ties_even() as i32;
-            (s as usize, [w0, w1])
+    (0..dst).map(move |d| {
+        let f = ((f64::from(d) + 0.5) * scale - 0.5) as f32;
+        let s = f.floor() as i64;
+        (s, f - s as f32)
+    })
+}
+
+/// Fixed-point weights (summing to 2048) of a fraction; `saturate_cast<short>(float)` rounds half
+/// to even.
+fn fixed_weights(frac: f32) -> [i32; 2] {
+    [((1.0 - frac) * COEF_SCALE).round_ties_even() as i32, (frac * COEF_SCALE).round_ties_even() as i32]
+}
+
+/// Horizontal taps: source index and weights per destination column. At the borders OpenCV clamps
+/// the index and zeroes the fraction.
+fn linear_taps(src: u32, dst: u32) -> Vec<(usize, [i32; 2])> {
+    let last = i64::from(src) - 1;
+    linear_positions(src, dst)
+        .map(|(s, frac)| {
+            let (s, frac) = if s < 0 {
+                (0, 0.0)
+            } else if s >= last {
+                (last, 0.0)
+            } else {
+                (s, frac)
+            };
+            (s as usize, fixed_weights(frac))
         })
         .collect()
 }
 
-/// `cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)` for 8-bit RGB.
-///
-/// The vertical pass reproduces both of OpenCV's rounding formulas (the 16-byte vector one and the
-/// scalar one for the tail of each row). Against `cv2.resize` in opencv-python 4.x the result is
-/// bit-exact when downscaling; when upscaling, under 1% of pixels differ by one grey level (the
-/// golden test, crates/core/tests/letterbox_golden.rs, bounds both).
+/// Vertical taps: the two source rows and their weights per destination row. Unlike columns, OpenCV
+/// keeps the fraction at the borders and clamps only the row indices, so a border row blends a row
+/// with itself (which rounds differently from a weight of 2048 on one row).
+fn vertical_taps(src: u32, dst: u32) -> Vec<([usize; 2], [i32; 2])> {
+    let clamp = |s: i64| s.clamp(0, i64::from(src) - 1) as usize;
+    linear_positions(src, dst).map(|(s, frac)| ([clamp(s), clamp(s + 1)], fixed_weights(frac))).collect()
+}
+
+/// `cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)` for 8-bit RGB, bit-exact
+/// against opencv-python 5.0.0 (the version next to Ultralytics 8.4.190 in the reference
+/// environment) when shrinking and when enlarging: pixel-centre sampling, 11-bit fixed-point
+/// weights, OpenCV's vectorised rounding for every byte, unclamped fractions at the top and bottom
+/// borders, and the switch to area averaging for an exact 2× downscale. The goldens
+/// (crates/core/tests/letterbox_golden.rs, val_preprocess_golden.rs) hold it to that. Older OpenCV
+/// builds that round the last bytes of each row with a scalar formula can differ there by one level.
 pub fn resize_bilinear_like_opencv(image: &RgbImage, width: u32, height: u32) -> RgbImage {
     let (sw, sh) = image.dimensions();
     if sw == 2 * width && sh == 2 * height {
         return resize_area_half(image);
     }
     let xs = linear_taps(sw, width);
-    let ys = linear_taps(sh, height);
+    let ys = vertical_taps(sh, height);
     let src = image.as_raw();
     let row_stride = sw as usize * 3;
     // Horizontal pass for one source row into fixed-point intermediates (scaled by 2048).
@@ -201,35 +221,21 @@ pub fn resize_bilinear_like_opencv(image: &RgbImage, width: u32, height: u32) ->
     let mut out = RgbImage::new(width, height);
     let dst = &mut *out;
     let dst_stride = width as usize * 3;
-    for (dy, &(sy, [b0, b1])) in ys.iter().enumerate() {
-        let r0 = &rows[sy];
-        let r1 = if b1 != 0 { &rows[sy + 1] } else { r0 };
+    for (dy, &([y0, y1], [b0, b1])) in ys.iter().enumerate() {
+        let (r0, r1) = (&rows[y0], &rows[y1]);
         let line = &mut dst[dy * dst_stride..(dy + 1) * dst_stride];
-        let vector_len = line.len() - line.len() % VECTOR_LANES;
         for (i, px) in line.iter_mut().enumerate() {
-            *px = if i < vector_len {
-                vertical_vector(r0[i], r1[i], b0, b1)
-            } else {
-                vertical_scalar(r0[i], r1[i], b0, b1)
-            };
+            *px = vertical_blend(r0[i], r1[i], b0, b1);
         }
     }
     out
 }
 
-/// Bytes per vector in OpenCV's vertical pass (`VResizeLinearVec_32s8u`, 128-bit SIMD); the rest of
-/// each row goes through the scalar formula.
-const VECTOR_LANES: usize = 16;
-
-/// OpenCV's vectorised vertical blend: `((b0·(s0>>4))>>16 + (b1·(s1>>4))>>16 + 2) >> 2`.
-fn vertical_vector(s0: i32, s1: i32, b0: i32, b1: i32) -> u8 {
+/// OpenCV's vectorised vertical blend (`VResizeLinearVec_32s8u`):
+/// `((b0·(s0>>4))>>16 + (b1·(s1>>4))>>16 + 2) >> 2`, with the 16-bit saturation of `v_pack`.
+fn vertical_blend(s0: i32, s1: i32, b0: i32, b1: i32) -> u8 {
     let hi = |s: i32, b: i32| ((s >> 4).clamp(-32768, 32767) * b) >> 16;
     ((hi(s0, b0) + hi(s1, b1) + 2) >> 2).clamp(0, 255) as u8
-}
-
-/// OpenCV's scalar vertical blend: `(b0·s0 + b1·s1 + 2^21) >> 22`.
-fn vertical_scalar(s0: i32, s1: i32, b0: i32, b1: i32) -> u8 {
-    ((i64::from(b0) * i64::from(s0) + i64::from(b1) * i64::from(s1) + (1 << 21)) >> 22).clamp(0, 255) as u8
 }
 
 /// OpenCV's `INTER_AREA` fast path for an exact 2× downscale: the rounded mean of each 2×2 block.
@@ -302,6 +308,19 @@ mod tests {
                 assert_eq!(a + b, 2048);
                 assert!(i < s as usize);
             }
+            for ([r0, r1], [a, b]) in vertical_taps(s, d) {
+                assert_eq!(a + b, 2048);
+                assert!(r0 <= r1 && r1 < s as usize);
+            }
         }
+    }
+
+    #[test]
+    fn border_rows_keep_their_fraction_when_enlarging() {
+        // 4 → 8 rows: the first destination row samples at −0.25, the last at 3.25.
+        let taps = vertical_taps(4, 8);
+        assert_eq!(taps[0], ([0, 0], [512, 1536]));
+        assert_eq!(taps[7], ([3, 3], [1536, 512]));
+        assert_eq!(linear_taps(4, 8)[0], (0, [2048, 0]));
     }
 }

@@ -3,6 +3,8 @@
 //! - [`boxes`]: box formats, IoU, class-aware and class-agnostic NMS.
 //! - [`letterbox`]: Ultralytics' letterbox (resize with OpenCV's bilinear rounding, pad 114) and its
 //!   inverse box mapping.
+//! - [`preprocess`]: Ultralytics' `predict` and `val` image preparation (val resizes first, then
+//!   letterboxes without enlarging) and the pixel space each matches boxes in.
 //! - [`dataset`]: the Ultralytics dataset layout (`data.yaml`, images/ ↔ labels/) and COCO JSON.
 //! - [`metrics`]: precision, recall, AP per class, mAP50 and mAP50-95 as Ultralytics computes them.
 //! - [`synth`]: the deterministic synthetic shapes generator behind `headroom synth`.
@@ -16,6 +18,7 @@ pub mod fsio;
 pub mod imageio;
 pub mod letterbox;
 pub mod metrics;
+pub mod preprocess;
 pub mod synth;
 
 pub use error::{Error, ImageProblem, LabelProblem, Result};

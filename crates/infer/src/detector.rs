@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use headroom_core::boxes::Detection;
 use headroom_core::letterbox::{Letterbox, LetterboxOptions};
+use headroom_core::preprocess::{InputGeometry, Preprocess};
 use headroom_onnx::ModelMetadata;
 use image::RgbImage;
 use ndarray::{Array4, ArrayView4};
@@ -144,15 +145,33 @@ impl Detector {
         Letterbox::new(width, height, &self.letterbox_options())
     }
 
-    /// Detects objects in `image`; boxes are in `image`'s pixels.
+    /// How `preprocess` brings an image `width` × `height` to this detector's input.
+    pub fn input_geometry(&self, preprocess: Preprocess, width: u32, height: u32) -> InputGeometry {
+        InputGeometry::new(preprocess, width, height, &self.letterbox_options())
+    }
+
+    /// Detects objects in `image`, prepared as Ultralytics' `predict` does; boxes are in `image`'s
+    /// pixels, clipped to it.
     pub fn detect(&mut self, image: &RgbImage, options: &DecodeOptions) -> Result<Vec<Detection>> {
-        let geometry = self.letterbox_for(image.width(), image.height());
-        let input = to_nchw(&geometry.apply(image));
-        let mut detections = self.run(&input, options)?;
+        let geometry = self.input_geometry(Preprocess::Predict, image.width(), image.height());
+        let mut detections = self.detect_in_input(image, &geometry, options)?;
         for d in &mut detections {
             d.bbox = geometry.unmap(d.bbox);
         }
         Ok(detections)
+    }
+
+    /// Detects objects in `image` prepared with `geometry` (from [`Self::input_geometry`] for this
+    /// image's size); boxes stay in the model input's pixels, unclipped, as Ultralytics' `val`
+    /// matches them.
+    pub fn detect_in_input(
+        &mut self,
+        image: &RgbImage,
+        geometry: &InputGeometry,
+        options: &DecodeOptions,
+    ) -> Result<Vec<Detection>> {
+        let input = to_nchw(&geometry.apply(image));
+        self.run(&input, options)
     }
 
     /// Runs one preprocessed `[1, 3, H, W]` input; boxes in input pixels.

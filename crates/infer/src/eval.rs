@@ -1,5 +1,11 @@
 //! Evaluation of a detector on a labelled dataset split, with Ultralytics' `val` conventions
 //! (conf 0.001, IoU 0.7, multi-label NMS, up to 300 detections).
+//!
+//! By default ([`Preprocess::Val`]) images are prepared as `val` prepares them and predictions are
+//! matched to labels where `val` matches them: in the model input's pixels, predictions unclipped.
+//! With [`Preprocess::Predict`] images are prepared as `predict` prepares them (what `headroom label`
+//! does) and matching happens in original-image pixels, predictions clipped to the image — the
+//! numbers an external evaluation of `predict`'s boxes would give.
 
 use std::path::PathBuf;
 #[cfg(feature = "onnxruntime")]
@@ -12,6 +18,7 @@ use headroom_core::dataset::ImageRecord;
 #[cfg(feature = "onnxruntime")]
 use headroom_core::metrics::DetectionStats;
 use headroom_core::metrics::Metrics;
+use headroom_core::preprocess::Preprocess;
 use serde::Serialize;
 
 use crate::decode::DecodeOptions;
@@ -27,6 +34,8 @@ pub struct EvalReport {
     pub provider: ExecutionProvider,
     /// Decoding thresholds used.
     pub decode: DecodeOptions,
+    /// How images were prepared, and so where boxes were matched.
+    pub preprocess: Preprocess,
     /// Class names (from the dataset).
     pub names: Vec<String>,
     /// The metrics.
@@ -63,13 +72,15 @@ pub fn check_classes(model_names: Option<&[String]>, data_names: &[String]) -> R
     Ok(())
 }
 
-/// Evaluates `detector` on `images`, calling `progress` after each image.
+/// Evaluates `detector` on `images`, preparing them as `preprocess` says, calling `progress` after
+/// each image.
 #[cfg(feature = "onnxruntime")]
 pub fn evaluate(
     detector: &mut crate::detector::Detector,
     images: &[ImageRecord],
     names: &[String],
     decode: &DecodeOptions,
+    preprocess: Preprocess,
     mut progress: impl FnMut(usize),
 ) -> Result<EvalReport> {
     check_classes(detector.metadata().names.as_deref(), names)?;
@@ -77,9 +88,18 @@ pub fn evaluate(
     let mut stats = DetectionStats::new();
     for (i, record) in images.iter().enumerate() {
         let image = headroom_core::imageio::read_rgb(&record.image)?;
-        let detections = detector.detect(&image, decode)?;
-        let truth: Vec<(usize, Xyxy)> =
-            record.labels.iter().map(|l| (l.class, l.to_pixels(image.width(), image.height()))).collect();
+        let geometry = detector.input_geometry(preprocess, image.width(), image.height());
+        let mut detections = detector.detect_in_input(&image, &geometry, decode)?;
+        let truth: Vec<(usize, Xyxy)> = match preprocess {
+            Preprocess::Val => record.labels.iter().map(|l| (l.class, geometry.map_label(*l))).collect(),
+            Preprocess::Predict => {
+                for d in &mut detections {
+                    d.bbox = geometry.unmap(d.bbox);
+                }
+                let (w, h) = image.dimensions();
+                record.labels.iter().map(|l| (l.class, l.to_pixels(w, h))).collect()
+            }
+        };
         stats.add_image(&detections, &truth);
         progress(i + 1);
     }
@@ -88,6 +108,7 @@ pub fn evaluate(
         model: PathBuf::from(detector.path()),
         provider: detector.provider(),
         decode: *decode,
+        preprocess,
         names: names.to_vec(),
         metrics,
         seconds: start.elapsed().as_secs_f64(),

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use headroom_core::boxes::NmsMode;
 use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
+use headroom_core::preprocess::Preprocess;
 use headroom_infer::decode::DecodeOptions;
 use headroom_infer::eval::EvalReport;
 use headroom_infer::provider::SessionOptions;
@@ -34,6 +35,12 @@ pub struct Args {
     /// Class-agnostic NMS.
     #[arg(long)]
     pub agnostic_nms: bool,
+    /// How to prepare images and where to match boxes: `val` reproduces Ultralytics' `val`
+    /// (resize the long side first, letterbox without enlarging, match in model-input pixels);
+    /// `predict` prepares images as `headroom label` and Ultralytics' `predict` do and matches in
+    /// image pixels.
+    #[arg(long, value_enum, default_value_t = PreprocessArg::Val)]
+    pub preprocess: PreprocessArg,
     /// Execution providers.
     #[command(flatten)]
     pub provider: super::provider_args::ProviderArgs,
@@ -57,6 +64,24 @@ pub enum SplitArg {
     Val,
     /// `test`.
     Test,
+}
+
+/// Image preparation conventions, as command-line values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PreprocessArg {
+    /// Ultralytics `val` (fixed-shape model).
+    Val,
+    /// Ultralytics `predict`.
+    Predict,
+}
+
+impl From<PreprocessArg> for Preprocess {
+    fn from(preprocess: PreprocessArg) -> Self {
+        match preprocess {
+            PreprocessArg::Val => Preprocess::Val,
+            PreprocessArg::Predict => Preprocess::Predict,
+        }
+    }
 }
 
 impl From<SplitArg> for Split {
@@ -111,10 +136,12 @@ fn evaluate(
     use anyhow::Context as _;
     let mut detector = headroom_infer::detector::Detector::open(&args.model, session)?;
     let bar = super::progress::bar(images.len() as u64, "eval");
-    let report = headroom_infer::eval::evaluate(&mut detector, images, &config.names, decode, |n| {
-        bar.set_position(n as u64)
-    })
-    .with_context(|| format!("evaluating {} on {}", args.model.display(), args.data.display()))?;
+    let preprocess = args.preprocess.into();
+    let report =
+        headroom_infer::eval::evaluate(&mut detector, images, &config.names, decode, preprocess, |n| {
+            bar.set_position(n as u64)
+        })
+        .with_context(|| format!("evaluating {} on {}", args.model.display(), args.data.display()))?;
     bar.finish_and_clear();
     tracing::info!(
         "{} images in {:.1} s ({:.1} images/s)",
