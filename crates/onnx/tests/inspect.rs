@@ -25,6 +25,7 @@ fn fixtures() -> Vec<(String, String, usize, bool, usize)> {
         .map(|r| {
             let family = match r["family"].as_str().expect("family") {
                 "yolov8n" => "v8",
+                "yolov5nu" => "v5u",
                 "yolo11n" => "11",
                 "yolov10n" => "v10",
                 "yolo26n" => "26",

@@ -21,6 +21,11 @@ const FIXTURES: &[&str] = &[
     "yolov10n-w00625-nc3-160-e2e.onnx",
     "yolo26n-w00625-nc3-160.onnx",
     "yolo26n-w00625-nc3-160-dynamic.onnx",
+    "yolov5nu-w00625-nc3-160.onnx",
+    "yolov8n-w00625-nc3-160-unsimplified.onnx",
+    "yolov8n-w00625-nc3-640.onnx",
+    "yolov8n-w00625-nc3-160-u8.2.onnx",
+    "yolov8n-w00625-nc3-160-dynamic-u8.2.onnx",
 ];
 
 fn all_models() -> Vec<PathBuf> {
