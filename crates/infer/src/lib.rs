@@ -16,6 +16,8 @@ pub mod detector;
 mod error;
 pub mod eval;
 pub mod label;
+#[cfg(feature = "onnxruntime")]
+pub mod probe;
 pub mod provider;
 #[cfg(feature = "onnxruntime")]
 pub mod runtime;

@@ -37,15 +37,32 @@ pub fn environment() -> Result<Environment> {
 /// `options.providers` that registered. A provider that fails to register (not compiled in, or
 /// rejected by this ONNX Runtime) is an error unless `options.fallback`.
 pub fn open_session(model: &Path, options: &SessionOptions) -> Result<(Session, ExecutionProvider)> {
-    let env = environment()?;
-    let session_err =
-        |e: &dyn std::fmt::Display| Error::Session { path: model.to_path_buf(), reason: e.to_string() };
     if !model.is_file() {
         return Err(Error::Core(headroom_core::Error::io(
             model,
             std::io::Error::new(std::io::ErrorKind::NotFound, "model file not found"),
         )));
     }
+    open(model, options, |builder| builder.commit_from_file(model))
+}
+
+/// Opens a model held in memory (`bytes`; `name` labels errors), as [`open_session`] does.
+pub fn open_session_from_memory(
+    bytes: &[u8],
+    name: &Path,
+    options: &SessionOptions,
+) -> Result<(Session, ExecutionProvider)> {
+    open(name, options, |builder| builder.commit_from_memory(bytes))
+}
+
+fn open(
+    model: &Path,
+    options: &SessionOptions,
+    commit: impl FnOnce(&mut SessionBuilder) -> ort::Result<Session>,
+) -> Result<(Session, ExecutionProvider)> {
+    let env = environment()?;
+    let session_err =
+        |e: &dyn std::fmt::Display| Error::Session { path: model.to_path_buf(), reason: e.to_string() };
     let mut builder = Session::builder(&env).map_err(|e| session_err(&e))?;
     if options.intra_threads > 0 {
         builder = builder.with_intra_threads(options.intra_threads).map_err(|e| session_err(&e))?;
@@ -64,7 +81,7 @@ pub fn open_session(model: &Path, options: &SessionOptions) -> Result<(Session, 
     if registered.is_empty() {
         tracing::warn!("no requested execution provider registered; running on the CPU provider");
     }
-    let session = builder.commit_from_file(model).map_err(|e| session_err(&e))?;
+    let session = commit(&mut builder).map_err(|e| session_err(&e))?;
     tracing::info!(model = %model.display(), ?provider, ?registered, "session ready");
     Ok((session, provider))
 }

@@ -135,6 +135,24 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A training split that the model does not allow.
+    #[error("{}: cannot train with `{spec}`: {reason}", path.display())]
+    Partition {
+        /// The file.
+        path: PathBuf,
+        /// The requested split (`head`, `neck+head`, `freeze=10`).
+        spec: String,
+        /// Why, with the valid choices.
+        reason: String,
+    },
+    /// New weights cannot be written into the model.
+    #[error("{}: writing weights: {reason}", path.display())]
+    WriteBack {
+        /// The model file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// Result with [`Error`].

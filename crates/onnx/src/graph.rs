@@ -168,6 +168,37 @@ impl Graph {
         Ok(())
     }
 
+    /// Removes `Identity` nodes that merely alias an initializer (un-simplified exports route Conv
+    /// biases through them) and points their readers at the initializer itself, so a parameter is
+    /// always an initializer read directly by its layer. Returns how many nodes were removed.
+    pub fn fold_initializer_aliases(&mut self) -> usize {
+        let mut alias: HashMap<String, String> = HashMap::new();
+        let outputs: HashSet<&str> = self.outputs.iter().map(|o| o.name.as_str()).collect();
+        for node in &self.nodes {
+            if let (Op::Identity, [input], [output]) =
+                (&node.op, node.inputs.as_slice(), node.outputs.as_slice())
+            {
+                let source = alias.get(input).cloned().unwrap_or_else(|| input.clone());
+                if self.initializer_dims.contains_key(&source) && !outputs.contains(output.as_str()) {
+                    alias.insert(output.clone(), source);
+                }
+            }
+        }
+        if alias.is_empty() {
+            return 0;
+        }
+        let before = self.nodes.len();
+        self.nodes.retain(|n| !n.outputs.iter().any(|o| alias.contains_key(o)));
+        for node in &mut self.nodes {
+            for input in &mut node.inputs {
+                if let Some(source) = alias.get(input) {
+                    input.clone_from(source);
+                }
+            }
+        }
+        before - self.nodes.len()
+    }
+
     /// Decodes every initializer of `proto` (inline or external data next to the model file).
     pub fn load_initializers(&mut self, proto: &GraphProto) -> Result<()> {
         let dir = self.path.parent().map(Path::to_path_buf);

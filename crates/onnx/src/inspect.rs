@@ -362,8 +362,20 @@ fn modules(graph: &Graph) -> Vec<Module> {
 fn freeze_points(graph: &Graph, modules: &[Module], head: &Head) -> Vec<FreezePoint> {
     let Some(head_module) = head.module else { return Vec::new() };
     let neck = graph.nodes.iter().find(|n| matches!(n.op, Op::Resize(_))).and_then(Node::module);
-    let producer: HashMap<&str, Option<usize>> =
-        graph.nodes.iter().flat_map(|n| n.outputs.iter().map(move |o| (o.as_str(), n.module()))).collect();
+    // Nodes computing only from initializers and constants (`Constant` split sizes of un-simplified
+    // exports, often without a `model.N` name) are constants: they belong to no side of a cut.
+    let mut constant: HashSet<&str> = graph.initializer_dims.keys().map(String::as_str).collect();
+    for n in &graph.nodes {
+        if n.inputs.iter().all(|i| i.is_empty() || constant.contains(i.as_str())) {
+            constant.extend(n.outputs.iter().map(String::as_str));
+        }
+    }
+    let producer: HashMap<&str, Option<usize>> = graph
+        .nodes
+        .iter()
+        .filter(|n| !n.outputs.iter().all(|o| constant.contains(o.as_str())))
+        .flat_map(|n| n.outputs.iter().map(move |o| (o.as_str(), n.module())))
+        .collect();
     let total: usize = modules.iter().map(|m| m.parameters).sum();
     let mut points = Vec::new();
     for freeze in 0..=head_module {

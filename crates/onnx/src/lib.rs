@@ -16,6 +16,8 @@ pub mod inspect;
 pub mod metadata;
 pub mod model;
 pub mod ops;
+pub mod partition;
+pub mod patch;
 pub mod proto;
 pub mod tensor;
 
@@ -25,4 +27,5 @@ pub use graph::{Graph, Node, ValueInfo};
 pub use metadata::{MetadataError, ModelMetadata};
 pub use model::{MAX_OPSET, MIN_OPSET, Model};
 pub use ops::Op;
+pub use partition::{Partition, Segment, Trainable};
 pub use tensor::{Tensor, TensorData};

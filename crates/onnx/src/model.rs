@@ -55,6 +55,7 @@ impl Model {
         let graph_proto = proto.graph.as_ref().ok_or_else(|| not_onnx(path, "no graph"))?;
         let mut graph = Graph::import(graph_proto, opset, path)?;
         graph.check()?;
+        graph.fold_initializer_aliases();
         graph.load_initializers(graph_proto)?;
         infer_shapes(&mut graph, &HashMap::new())?;
         let metadata_props: Vec<(String, String)> =

@@ -1,5 +1,7 @@
 //! The one error type of `headroom-train`.
 
+use std::path::PathBuf;
+
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -14,6 +16,37 @@ pub enum Error {
         /// The cargo feature to enable.
         feature: &'static str,
     },
+    /// An op could not be run on libtorch.
+    #[error("{}: node `{node}` ({op_type}): {reason}", path.display())]
+    Lower {
+        /// The model file.
+        path: PathBuf,
+        /// The node's name.
+        node: String,
+        /// Its op type.
+        op_type: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A tensor name that the graph does not have.
+    #[error("the graph has no tensor `{name}`")]
+    UnknownTensor {
+        /// The name asked for.
+        name: String,
+    },
+    /// A tensor with the wrong shape.
+    #[error("tensor `{name}` has shape {found:?}, {expected:?} expected")]
+    Shape {
+        /// The tensor.
+        name: String,
+        /// The shape it must have.
+        expected: Vec<i64>,
+        /// The shape given.
+        found: Vec<i64>,
+    },
+    /// The model cannot be partitioned or inspected.
+    #[error(transparent)]
+    Onnx(#[from] headroom_onnx::Error),
     /// libtorch reported an error.
     #[cfg(feature = "libtorch")]
     #[error("libtorch: {0}")]

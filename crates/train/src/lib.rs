@@ -1,7 +1,10 @@
 //! headroom-train: training on libtorch through tch.
 //!
-//! Today this crate proves the libtorch link ([`libtorch_check`]); the ONNX → libtorch lowering,
-//! segments with checkpointing, the YOLOv8 loss and the training loop build on it.
+//! - [`Executor`]: an imported ONNX graph run op by op on libtorch with autograd (one lowering per
+//!   op in `lower/`, matched exhaustively).
+//! - [`Student`]: a detector split by [`headroom_onnx::Partition`] into a frozen trunk (no
+//!   gradients) and trainable segments, with a plain or checkpointed backward.
+//! - [`libtorch_check`]: proof that libtorch is linked and trains.
 //!
 //! libtorch is behind the `libtorch` feature (on by default). Without it the crate still builds
 //! and every entry point returns [`Error::FeatureDisabled`], so the pure parts of headroom
@@ -10,8 +13,20 @@
 #[cfg(feature = "libtorch")]
 mod check;
 mod error;
+#[cfg(feature = "libtorch")]
+pub mod executor;
+#[cfg(feature = "libtorch")]
+mod lower;
+#[cfg(feature = "libtorch")]
+pub mod student;
 
 pub use error::{Error, Result};
+#[cfg(feature = "libtorch")]
+pub use executor::Executor;
+#[cfg(feature = "libtorch")]
+pub use student::{Cut, Student};
+#[cfg(feature = "libtorch")]
+pub use tch;
 
 /// What [`libtorch_check`] measured.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

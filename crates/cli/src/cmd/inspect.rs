@@ -19,18 +19,65 @@ pub struct Args {
     /// Print the report as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also run the model through ONNX Runtime and through headroom's libtorch executor on the same
+    /// input and compare the outputs and the raw head tensors (largest relative difference must be
+    /// at most 1e-4): tells whether headroom can train this model. Exit code 1 when it fails.
+    #[arg(long)]
+    pub check: bool,
+    /// Image for `--check` (letterboxed to the input size); default: a synthetic scene.
+    #[arg(long, value_name = "IMG", requires = "check")]
+    pub image: Option<PathBuf>,
+    /// Square input size for `--check` on a dynamic model (default: its metadata `imgsz`).
+    #[arg(long, value_name = "N", requires = "check")]
+    pub imgsz: Option<u32>,
+    /// Threads for ONNX Runtime and libtorch in `--check` (0: their defaults).
+    #[arg(long, default_value_t = 0, requires = "check")]
+    pub threads: usize,
+    /// After the check, time N forward passes of each and print the medians.
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "check")]
+    pub repeat: usize,
 }
 
 /// Loads, inspects and prints.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let model = Model::load(&args.model)?;
     let report = inspect(&model)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).context("serialising the report")?);
-    } else {
-        print!("{}", table(&report));
+    if !args.check {
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report).context("serialising the report")?);
+        } else {
+            print!("{}", table(&report));
+        }
+        return Ok(Outcome::Success);
     }
-    Ok(Outcome::Success)
+    check(args, &model, &report)
+}
+
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+fn check(args: &Args, model: &Model, report: &Inspection) -> anyhow::Result<Outcome> {
+    use super::inspect_check::{CheckOptions, check, table as check_table};
+    let options = CheckOptions {
+        image: args.image.clone(),
+        imgsz: args.imgsz,
+        threads: args.threads,
+        repeat: args.repeat,
+    };
+    let result = check(model, report, &options)?;
+    if args.json {
+        let both = serde_json::json!({ "inspection": report, "check": result });
+        println!("{}", serde_json::to_string_pretty(&both).context("serialising the report")?);
+    } else {
+        print!("{}{}", table(report), check_table(&result));
+    }
+    Ok(if result.passed { Outcome::Success } else { Outcome::CheckFailed })
+}
+
+#[cfg(not(all(feature = "onnxruntime", feature = "libtorch")))]
+fn check(_args: &Args, _model: &Model, _report: &Inspection) -> anyhow::Result<Outcome> {
+    anyhow::bail!(
+        "`inspect --check` needs ONNX Runtime and libtorch: rebuild with `--features onnxruntime,libtorch` \
+         (scripts/setup.sh installs both)"
+    )
 }
 
 fn thousands(n: usize) -> String {

@@ -3,6 +3,8 @@
 mod doctor;
 mod eval;
 mod inspect;
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod inspect_check;
 mod label;
 mod progress;
 mod provider_args;

@@ -1,0 +1,226 @@
+//! `headroom inspect MODEL --check`: runs the model through ONNX Runtime and through headroom's
+//! libtorch executor on the same input and compares the graph outputs and the raw head tensors
+//! (what training uses). The verdict tells a user whether headroom can train this model.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use headroom_core::letterbox::{LetterboxOptions, letterbox};
+use headroom_core::synth::{self, SynthConfig};
+use headroom_onnx::inspect::Inspection;
+use headroom_onnx::{Model, Op};
+use serde::Serialize;
+
+/// Largest relative difference (to each tensor's largest magnitude) that passes.
+pub const TOLERANCE: f64 = 1e-4;
+
+/// Options of the check.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// An image to feed (letterboxed); a deterministic synthetic scene when `None`.
+    pub image: Option<PathBuf>,
+    /// Square input size for dynamic models (default: the inspected size).
+    pub imgsz: Option<u32>,
+    /// Threads for both ONNX Runtime (intra-op) and libtorch; 0 leaves their defaults.
+    pub threads: usize,
+    /// Timed forward passes of each side after the compared one (0: no timing).
+    pub repeat: usize,
+}
+
+/// One compared tensor.
+#[derive(Debug, Clone, Serialize)]
+pub struct TensorDiff {
+    /// Tensor name.
+    pub name: String,
+    /// `output` or `head`.
+    pub role: &'static str,
+    /// Shape (ONNX Runtime's).
+    pub shape: Vec<usize>,
+    /// Largest absolute difference.
+    pub max_abs: f64,
+    /// Largest absolute difference over the tensor's largest magnitude.
+    pub max_rel: f64,
+}
+
+/// The check's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    /// Input shape fed to both.
+    pub input_shape: Vec<usize>,
+    /// Every compared tensor.
+    pub tensors: Vec<TensorDiff>,
+    /// The largest relative difference over all of them.
+    pub max_rel: f64,
+    /// The tolerance.
+    pub tolerance: f64,
+    /// `max_rel <= tolerance`.
+    pub passed: bool,
+    /// Median forward time of ONNX Runtime, ms (with `--repeat`).
+    pub onnxruntime_ms: Option<f64>,
+    /// Median forward time of the executor, ms (with `--repeat`).
+    pub executor_ms: Option<f64>,
+    /// Threads used (0: library defaults).
+    pub threads: usize,
+}
+
+fn input_tensor(report: &Inspection, options: &CheckOptions) -> anyhow::Result<(Vec<usize>, Vec<f32>)> {
+    let [h, w] = match (report.dynamic, options.imgsz) {
+        (true, Some(s)) => [i64::from(s), i64::from(s)],
+        (false, Some(s)) if [i64::from(s), i64::from(s)] != report.inspected_size => {
+            bail!("the model's input is static {:?}; --imgsz {s} cannot change it", report.inspected_size)
+        }
+        _ => report.inspected_size,
+    };
+    let image = match &options.image {
+        Some(path) => headroom_core::imageio::read_rgb(path)?,
+        None => {
+            let config = SynthConfig { width: w as u32, height: h as u32, ..SynthConfig::default() };
+            synth::generate_image(&config, synth::Split::Val, 0).0
+        }
+    };
+    let (boxed, _) = letterbox(
+        &image,
+        &LetterboxOptions { width: w as u32, height: h as u32, ..LetterboxOptions::square(w as u32) },
+    );
+    let plane = (w * h) as usize;
+    let mut values = vec![0f32; 3 * plane];
+    for (i, p) in boxed.pixels().enumerate() {
+        for c in 0..3 {
+            values[c * plane + i] = f32::from(p[c]) / 255.0;
+        }
+    }
+    Ok((vec![1, 3, h as usize, w as usize], values))
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+/// Runs the check.
+pub fn check(model: &Model, report: &Inspection, options: &CheckOptions) -> anyhow::Result<CheckReport> {
+    use headroom_train::Executor;
+    use headroom_train::tch::{Device, Kind, Tensor};
+
+    let (shape, values) = input_tensor(report, options)?;
+    let has_nms = model.graph.nodes.iter().any(|n| matches!(n.op, Op::NonMaxSuppression(_)));
+    let mut compared: Vec<(String, &'static str)> = Vec::new();
+    if !has_nms {
+        compared.extend(model.graph.outputs.iter().map(|o| (o.name.clone(), "output")));
+    }
+    for level in &report.head.levels {
+        compared.push((level.box_output.clone(), "head"));
+        compared.push((level.class_output.clone(), "head"));
+    }
+    let names: Vec<String> = compared.iter().map(|(n, _)| n.clone()).collect();
+
+    let session_options = headroom_infer::provider::SessionOptions {
+        intra_threads: options.threads,
+        ..headroom_infer::provider::SessionOptions::default()
+    };
+    let reference = headroom_infer::probe::run_tensors(model, &shape, &values, &names, &session_options)
+        .context("running the model in ONNX Runtime")?;
+
+    if options.threads > 0 {
+        headroom_train::tch::set_num_threads(options.threads as i32);
+    }
+    let executor = Executor::new(&model.graph, Device::Cpu)?;
+    let input_name = executor.input_names().first().cloned().context("the model has no input")?;
+    let dims: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+    let image = Tensor::f_from_slice(&values)?.f_reshape(dims.as_slice())?;
+    let targets: Vec<&str> = names.iter().map(String::as_str).collect();
+    let forward = || -> anyhow::Result<Vec<Tensor>> {
+        let _guard = headroom_train::tch::no_grad_guard();
+        Ok(executor.run(vec![(input_name.clone(), image.shallow_clone())], &targets)?)
+    };
+    let ours = forward()?;
+
+    let mut tensors = Vec::new();
+    for ((name, role), (expected, actual)) in compared.iter().zip(reference.iter().zip(&ours)) {
+        let actual_shape: Vec<usize> = actual.size().iter().map(|d| *d as usize).collect();
+        if actual_shape != expected.shape {
+            bail!(
+                "tensor `{name}`: the executor made shape {actual_shape:?}, ONNX Runtime {:?}",
+                expected.shape
+            );
+        }
+        let flat = actual.f_reshape([-1])?.f_to_kind(Kind::Float)?;
+        let actual_values = Vec::<f32>::try_from(&flat)?;
+        let (max_abs, max_rel) = headroom_infer::probe::max_difference(&actual_values, &expected.values);
+        tensors.push(TensorDiff {
+            name: name.clone(),
+            role,
+            shape: expected.shape.clone(),
+            max_abs,
+            max_rel,
+        });
+    }
+    let max_rel = tensors.iter().fold(0f64, |m, t| m.max(t.max_rel));
+
+    let (mut onnxruntime_ms, mut executor_ms) = (None, None);
+    if options.repeat > 0 {
+        let outputs: Vec<String> = model.graph.outputs.iter().map(|o| o.name.clone()).collect();
+        let timed_names = if has_nms { names.clone() } else { outputs };
+        let mut ort_times = Vec::new();
+        let mut ours_times = Vec::new();
+        let targets: Vec<&str> = timed_names.iter().map(String::as_str).collect();
+        let (mut session, _) = headroom_infer::runtime::open_session(&model.path, &session_options)?;
+        let _ = &mut session;
+        for _ in 0..options.repeat {
+            let start = Instant::now();
+            headroom_infer::probe::run_session(&mut session, &model.graph.inputs[0].name, &shape, &values)?;
+            ort_times.push(start.elapsed().as_secs_f64() * 1e3);
+            let start = Instant::now();
+            let _guard = headroom_train::tch::no_grad_guard();
+            executor.run(vec![(input_name.clone(), image.shallow_clone())], &targets)?;
+            ours_times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        onnxruntime_ms = median(ort_times);
+        executor_ms = median(ours_times);
+    }
+    Ok(CheckReport {
+        input_shape: shape,
+        tensors,
+        max_rel,
+        tolerance: TOLERANCE,
+        passed: max_rel <= TOLERANCE,
+        onnxruntime_ms,
+        executor_ms,
+        threads: options.threads,
+    })
+}
+
+/// The human-readable check report.
+pub fn table(r: &CheckReport) -> String {
+    let mut s = String::new();
+    let _ =
+        writeln!(s, "\ncheck       ONNX Runtime vs headroom executor (libtorch), input {:?}", r.input_shape);
+    for t in &r.tensors {
+        let _ = writeln!(
+            s,
+            "  {:<6} {:<40} {:<18} max abs {:.3e}  max rel {:.3e}",
+            t.role,
+            t.name,
+            format!("{:?}", t.shape),
+            t.max_abs,
+            t.max_rel
+        );
+    }
+    if let (Some(a), Some(b)) = (r.onnxruntime_ms, r.executor_ms) {
+        let _ = writeln!(
+            s,
+            "  forward (median, {} threads): ONNX Runtime {a:.2} ms, executor {b:.2} ms, ratio {:.2}",
+            r.threads,
+            b / a
+        );
+    }
+    let verdict = if r.passed { "PASS: headroom can train this model" } else { "FAIL: the executor differs" };
+    let _ = writeln!(
+        s,
+        "result      {verdict} (largest relative difference {:.3e}, tolerance {:.0e})",
+        r.max_rel, r.tolerance
+    );
+    s
+}

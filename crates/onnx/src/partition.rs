@@ -1,0 +1,247 @@
+//! Splitting a detector into a frozen trunk and a trainable part, and the trainable part into
+//! segments (one per module `model.N`) for checkpointing.
+//!
+//! `--freeze N` has Ultralytics' meaning: modules `model.0` .. `model.N-1` are frozen. `head` trains
+//! the Detect module only, `neck+head` everything from the first upsample on. Only the nodes that
+//! lead to the raw head tensors (box distribution and class logits per level) are kept: the decode
+//! after them (DFL, anchors, concat, NMS or top-k tails) is not part of training.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::inspect::Inspection;
+use crate::ops::Op;
+
+/// Which part of the model trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Trainable {
+    /// Modules `0..N` frozen (`--freeze N`).
+    Freeze(usize),
+    /// The Detect module only.
+    Head,
+    /// From the neck's first upsample on.
+    NeckHead,
+}
+
+impl fmt::Display for Trainable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trainable::Freeze(n) => write!(f, "freeze={n}"),
+            Trainable::Head => f.write_str("head"),
+            Trainable::NeckHead => f.write_str("neck+head"),
+        }
+    }
+}
+
+impl FromStr for Trainable {
+    type Err = String;
+
+    /// `head`, `neck+head`, or a number `N` (freeze modules `0..N`).
+    fn from_str(s: &str) -> Result<Trainable, String> {
+        match s {
+            "head" => Ok(Trainable::Head),
+            "neck+head" => Ok(Trainable::NeckHead),
+            n => n
+                .parse()
+                .map(Trainable::Freeze)
+                .map_err(|_| format!("`{s}` is not `head`, `neck+head` or a module count N")),
+        }
+    }
+}
+
+/// A run of trainable nodes of one module.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Segment {
+    /// The module `N` (`None` for nodes without a `model.N` name).
+    pub module: Option<usize>,
+    /// Node indices into [`Graph::nodes`], graph order.
+    pub nodes: Vec<usize>,
+    /// Activations it reads from the trunk or earlier segments (initializers excluded).
+    pub inputs: Vec<String>,
+    /// Activations it makes that later segments or the head outputs read.
+    pub outputs: Vec<String>,
+}
+
+/// A detector split for training.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Partition {
+    /// The split asked for.
+    pub spec: Trainable,
+    /// Modules `0..freeze` are frozen.
+    pub freeze: usize,
+    /// Frozen nodes needed to compute [`Partition::cut`], graph order (run without gradients).
+    pub trunk: Vec<usize>,
+    /// Tensors the trunk hands to the trainable part.
+    pub cut: Vec<String>,
+    /// The trainable nodes, by module.
+    pub segments: Vec<Segment>,
+    /// The raw head tensors, per level by increasing stride: box distribution, then class logits.
+    pub head_outputs: Vec<String>,
+    /// Trainable initializers (Conv weights and biases, MatMul weights), each once.
+    pub parameters: Vec<String>,
+    /// Trainable parameter count as Ultralytics counts it (a tensor shared by two layers counts twice).
+    pub parameter_count: usize,
+}
+
+impl Partition {
+    /// Splits `graph` (described by `inspection`) as `spec` says.
+    pub fn new(graph: &Graph, inspection: &Inspection, spec: Trainable) -> Result<Partition> {
+        let err =
+            |reason: String| Error::Partition { path: graph.path.clone(), spec: spec.to_string(), reason };
+        let valid: Vec<String> = inspection
+            .freeze_points
+            .iter()
+            .map(|p| match &p.name {
+                Some(name) => format!("{} ({name})", p.freeze),
+                None => p.freeze.to_string(),
+            })
+            .collect();
+        let point = inspection
+            .freeze_points
+            .iter()
+            .find(|p| match spec {
+                Trainable::Freeze(n) => p.freeze == n,
+                Trainable::Head => p.name.as_deref() == Some("head"),
+                Trainable::NeckHead => p.name.as_deref() == Some("neck+head"),
+            })
+            .ok_or_else(|| err(format!("valid freeze points are {}", valid.join(", "))))?;
+        let freeze = point.freeze;
+        let head_outputs: Vec<String> = inspection
+            .head
+            .levels
+            .iter()
+            .flat_map(|l| [l.box_output.clone(), l.class_output.clone()])
+            .collect();
+
+        let producer: HashMap<&str, usize> = graph
+            .nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, n)| n.outputs.iter().map(move |o| (o.as_str(), i)))
+            .collect();
+        let mut needed = HashSet::new();
+        let mut stack: Vec<&str> = head_outputs.iter().map(String::as_str).collect();
+        while let Some(t) = stack.pop() {
+            if let Some(&i) = producer.get(t)
+                && needed.insert(i)
+            {
+                stack.extend(graph.nodes[i].inputs.iter().map(String::as_str));
+            }
+        }
+        let mut needed: Vec<usize> = needed.into_iter().collect();
+        needed.sort_unstable();
+
+        let mut trainable_nodes: HashSet<usize> = HashSet::new();
+        for &i in &needed {
+            let node = &graph.nodes[i];
+            let reads_trainable = node
+                .inputs
+                .iter()
+                .any(|input| producer.get(input.as_str()).is_some_and(|p| trainable_nodes.contains(p)));
+            if node.module().map_or(reads_trainable, |m| m >= freeze) {
+                trainable_nodes.insert(i);
+            }
+        }
+        if trainable_nodes.is_empty() {
+            return Err(err("nothing would train".into()));
+        }
+        let trunk: Vec<usize> = needed.iter().copied().filter(|i| !trainable_nodes.contains(i)).collect();
+        let is_activation = |t: &str| !t.is_empty() && !graph.initializer_dims.contains_key(t);
+
+        // One segment per module, in module order (exports may interleave modules' nodes, e.g. the
+        // Detect branch of the first level right after model.15); a node without a module name joins
+        // the module of the node before it. Ultralytics modules read only lower-numbered ones, so
+        // every segment's inputs are ready when it runs.
+        let mut by_module: std::collections::BTreeMap<Option<usize>, Vec<usize>> = Default::default();
+        let mut current = None;
+        for &i in &needed {
+            if !trainable_nodes.contains(&i) {
+                continue;
+            }
+            current = graph.nodes[i].module().or(current);
+            by_module.entry(current).or_default().push(i);
+        }
+        let mut segments: Vec<Segment> = by_module
+            .into_iter()
+            .map(|(module, nodes)| Segment { module, nodes, inputs: vec![], outputs: vec![] })
+            .collect();
+        let segment_of: HashMap<usize, usize> =
+            segments.iter().enumerate().flat_map(|(s, seg)| seg.nodes.iter().map(move |n| (*n, s))).collect();
+        let mut cut: Vec<String> = Vec::new();
+        for (s, segment) in segments.iter_mut().enumerate() {
+            let mut inputs: Vec<String> = Vec::new();
+            for &i in &segment.nodes {
+                for input in graph.nodes[i].inputs.iter().filter(|t| is_activation(t)) {
+                    let inside = producer.get(input.as_str()).is_some_and(|p| segment_of.get(p) == Some(&s));
+                    if !inside && !inputs.contains(input) {
+                        inputs.push(input.clone());
+                    }
+                    let from_trunk =
+                        producer.get(input.as_str()).is_none_or(|p| !trainable_nodes.contains(p));
+                    if from_trunk && !cut.contains(input) {
+                        cut.push(input.clone());
+                    }
+                }
+            }
+            if let Some(late) = inputs.iter().find(|t| {
+                producer.get(t.as_str()).and_then(|p| segment_of.get(p)).is_some_and(|&from| from > s)
+            }) {
+                return Err(err(format!(
+                    "module {:?} reads `{late}`, which a later module computes; this graph cannot be cut in segments by module",
+                    segment.module
+                )));
+            }
+            segment.inputs = inputs;
+        }
+        let read_later: Vec<HashSet<String>> = (0..segments.len())
+            .map(|s| segments[s + 1..].iter().flat_map(|later| later.inputs.iter().cloned()).collect())
+            .collect();
+        for (s, segment) in segments.iter_mut().enumerate() {
+            segment.outputs = segment
+                .nodes
+                .iter()
+                .flat_map(|&i| graph.nodes[i].outputs.iter())
+                .filter(|o| read_later[s].contains(*o) || head_outputs.contains(o))
+                .cloned()
+                .collect();
+        }
+
+        let mut parameters: Vec<String> = Vec::new();
+        let mut parameter_count = 0;
+        for &i in trainable_nodes.iter().collect::<std::collections::BTreeSet<_>>() {
+            let node = &graph.nodes[i];
+            let weights = match node.op {
+                Op::Conv(_) => node.inputs.get(1..).unwrap_or_default(),
+                Op::MatMul => &node.inputs[..],
+                _ => continue,
+            };
+            for name in weights {
+                if let Some(dims) = graph.initializer_dims.get(name) {
+                    parameter_count += dims.iter().product::<usize>();
+                    if !parameters.contains(name) {
+                        parameters.push(name.clone());
+                    }
+                }
+            }
+        }
+        Ok(Partition { spec, freeze, trunk, cut, segments, head_outputs, parameters, parameter_count })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_three_forms() {
+        assert_eq!("head".parse(), Ok(Trainable::Head));
+        assert_eq!("neck+head".parse(), Ok(Trainable::NeckHead));
+        assert_eq!("10".parse(), Ok(Trainable::Freeze(10)));
+        assert!("backbone".parse::<Trainable>().is_err_and(|e| e.contains("neck+head")));
+    }
+}

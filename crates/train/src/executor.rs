@@ -1,0 +1,213 @@
+//! The executor: runs an imported ONNX graph on libtorch, node by node, with autograd.
+//!
+//! Initializers become libtorch tensors once ([`Executor::new`]); [`Executor::run_nodes`] evaluates a
+//! list of nodes in graph order into an environment of named tensors and frees every tensor after its
+//! last reader, so a forward pass holds no more than ONNX Runtime would (plus what autograd keeps).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use headroom_onnx::{Graph, Node};
+use tch::{Device, Tensor};
+
+use crate::lower::{self, Inputs};
+use crate::{Error, Result};
+
+/// An imported graph ready to run on libtorch.
+#[derive(Debug)]
+pub struct Executor {
+    path: PathBuf,
+    nodes: Vec<Node>,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+    weights: HashMap<String, Tensor>,
+    device: Device,
+}
+
+impl Executor {
+    /// Converts the graph's initializers to libtorch tensors on `device`.
+    pub fn new(graph: &Graph, device: Device) -> Result<Executor> {
+        let mut weights = HashMap::with_capacity(graph.initializers.len());
+        for (name, tensor) in &graph.initializers {
+            let t = lower::to_torch(tensor, device).map_err(|e| Error::Lower {
+                path: graph.path.clone(),
+                node: format!("initializer `{name}`"),
+                op_type: "-".into(),
+                reason: e.0,
+            })?;
+            weights.insert(name.clone(), t);
+        }
+        Ok(Executor {
+            path: graph.path.clone(),
+            nodes: graph.nodes.clone(),
+            inputs: graph.inputs.iter().map(|i| i.name.clone()).collect(),
+            outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
+            weights,
+            device,
+        })
+    }
+
+    /// The device tensors live on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The graph's input names.
+    pub fn input_names(&self) -> &[String] {
+        &self.inputs
+    }
+
+    /// The graph's output names.
+    pub fn output_names(&self) -> &[String] {
+        &self.outputs
+    }
+
+    /// The nodes, in graph order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// An initializer as a libtorch tensor.
+    pub fn weight(&self, name: &str) -> Option<&Tensor> {
+        self.weights.get(name)
+    }
+
+    /// Replaces an initializer's value (same shape), e.g. with trained or averaged weights.
+    pub fn set_weight(&mut self, name: &str, value: Tensor) -> Result<()> {
+        let old = self.weights.get(name).ok_or_else(|| Error::UnknownTensor { name: name.to_string() })?;
+        if old.size() != value.size() {
+            return Err(Error::Shape { name: name.to_string(), expected: old.size(), found: value.size() });
+        }
+        self.weights.insert(name.to_string(), value);
+        Ok(())
+    }
+
+    /// Marks initializers as trainable (`requires_grad`); all others are constants.
+    pub fn set_trainable<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        for name in names {
+            let t = self.weights.get_mut(name).ok_or_else(|| Error::UnknownTensor { name: name.into() })?;
+            *t = t.detach().set_requires_grad(true);
+        }
+        Ok(())
+    }
+
+    /// Indices of the nodes needed to compute `targets` from `known` tensors (graph inputs,
+    /// initializers and anything in `known` are leaves), in graph order.
+    pub fn nodes_for(&self, targets: &[&str], known: &HashSet<&str>) -> Result<Vec<usize>> {
+        let producer: HashMap<&str, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, n)| n.outputs.iter().map(move |o| (o.as_str(), i)))
+            .collect();
+        let mut needed = HashSet::new();
+        let mut stack: Vec<&str> = targets.to_vec();
+        let mut seen = HashSet::new();
+        while let Some(t) = stack.pop() {
+            if t.is_empty() || !seen.insert(t) || known.contains(t) || self.weights.contains_key(t) {
+                continue;
+            }
+            if self.inputs.iter().any(|i| i == t) {
+                continue;
+            }
+            let &i = producer.get(t).ok_or_else(|| Error::UnknownTensor { name: t.to_string() })?;
+            if needed.insert(i) {
+                stack.extend(self.nodes[i].inputs.iter().map(String::as_str));
+            }
+        }
+        let mut nodes: Vec<usize> = needed.into_iter().collect();
+        nodes.sort_unstable();
+        Ok(nodes)
+    }
+
+    /// Runs `nodes` (indices, graph order) reading and writing `env`. A tensor is dropped from `env`
+    /// after its last reader among `nodes` unless `keep` names it; outputs nobody reads are dropped
+    /// at once unless kept.
+    pub fn run_nodes(
+        &self,
+        nodes: &[usize],
+        env: &mut HashMap<String, Tensor>,
+        keep: &HashSet<&str>,
+    ) -> Result<()> {
+        let mut last_use: HashMap<&str, usize> = HashMap::new();
+        for (step, &i) in nodes.iter().enumerate() {
+            for input in &self.nodes[i].inputs {
+                last_use.insert(input.as_str(), step);
+            }
+        }
+        for (step, &i) in nodes.iter().enumerate() {
+            let node = &self.nodes[i];
+            let outputs = self.run_node(node, env)?;
+            for (name, value) in node.outputs.iter().zip(outputs) {
+                if !name.is_empty()
+                    && (last_use.get(name.as_str()).is_some_and(|s| *s > step)
+                        || keep.contains(name.as_str()))
+                {
+                    env.insert(name.clone(), value);
+                }
+            }
+            for input in &node.inputs {
+                if last_use.get(input.as_str()) == Some(&step) && !keep.contains(input.as_str()) {
+                    env.remove(input);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_node(&self, node: &Node, env: &HashMap<String, Tensor>) -> Result<Vec<Tensor>> {
+        let fail = |reason: String| Error::Lower {
+            path: self.path.clone(),
+            node: node.name.clone(),
+            op_type: node.op.op_type().to_string(),
+            reason,
+        };
+        let mut values = Vec::with_capacity(node.inputs.len());
+        for name in &node.inputs {
+            if name.is_empty() {
+                values.push(None);
+                continue;
+            }
+            let value = env
+                .get(name)
+                .or_else(|| self.weights.get(name))
+                .ok_or_else(|| fail(format!("input `{name}` has not been computed")))?;
+            values.push(Some(value));
+        }
+        let outputs = lower::run(&node.op, &Inputs::new(values, self.device), node.outputs.len())
+            .map_err(|e| fail(e.0))?;
+        if outputs.len() < node.outputs.len() {
+            return Err(fail(format!("{} outputs made, {} declared", outputs.len(), node.outputs.len())));
+        }
+        Ok(outputs)
+    }
+
+    /// Runs the graph from `inputs` (name, value) to `targets` (tensor names; the graph outputs when
+    /// empty) and returns them in order.
+    pub fn run(&self, inputs: Vec<(String, Tensor)>, targets: &[&str]) -> Result<Vec<Tensor>> {
+        let targets: Vec<&str> = if targets.is_empty() {
+            self.outputs.iter().map(String::as_str).collect()
+        } else {
+            targets.to_vec()
+        };
+        for (name, _) in &inputs {
+            if !self.inputs.contains(name) {
+                return Err(Error::UnknownTensor { name: name.clone() });
+            }
+        }
+        let mut env: HashMap<String, Tensor> = inputs.into_iter().collect();
+        let known: HashSet<&str> = HashSet::new();
+        let nodes = self.nodes_for(&targets, &known)?;
+        let keep: HashSet<&str> = targets.iter().copied().collect();
+        self.run_nodes(&nodes, &mut env, &keep)?;
+        targets
+            .iter()
+            .map(|t| {
+                env.get(*t)
+                    .or_else(|| self.weights.get(*t))
+                    .map(Tensor::shallow_clone)
+                    .ok_or_else(|| Error::UnknownTensor { name: t.to_string() })
+            })
+            .collect()
+    }
+}

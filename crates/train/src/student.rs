@@ -1,0 +1,276 @@
+//! The student: an ONNX detector on libtorch, split into a frozen trunk and trainable segments, with
+//! a plain or a checkpointed backward pass.
+//!
+//! Checkpointing: the segments first run forward without autograd, keeping only the activations that
+//! cross segment boundaries. The loss is taken on the head tensors, then the segments are re-run one
+//! at a time in reverse order with autograd on, and each one's backward is seeded with the gradient
+//! of its outputs (`Σ output · grad`, a vector-Jacobian product). Parameter gradients accumulate as
+//! in the plain backward; at any moment only one segment's activations are alive.
+
+use std::collections::{HashMap, HashSet};
+
+use headroom_onnx::inspect::{Inspection, inspect};
+use headroom_onnx::{Model, Partition, Trainable};
+use tch::{Device, Kind, Tensor};
+
+use crate::executor::Executor;
+use crate::{Error, Result};
+
+/// A detector ready to train: executor, split, trainable parameters.
+#[derive(Debug)]
+pub struct Student {
+    executor: Executor,
+    partition: Partition,
+    inspection: Inspection,
+}
+
+/// Activations at the trunk/trainable cut for one batch (computed without gradients).
+#[derive(Debug)]
+pub struct Cut(HashMap<String, Tensor>);
+
+impl Student {
+    /// Loads `model` on `device`, split as `trainable` says; the trainable initializers get
+    /// `requires_grad`.
+    pub fn new(model: &Model, trainable: Trainable, device: Device) -> Result<Student> {
+        let inspection = inspect(model)?;
+        let partition = Partition::new(&model.graph, &inspection, trainable)?;
+        let mut executor = Executor::new(&model.graph, device)?;
+        executor.set_trainable(partition.parameters.iter().map(String::as_str))?;
+        Ok(Student { executor, partition, inspection })
+    }
+
+    /// The split.
+    pub fn partition(&self) -> &Partition {
+        &self.partition
+    }
+
+    /// What `inspect` found.
+    pub fn inspection(&self) -> &Inspection {
+        &self.inspection
+    }
+
+    /// The executor (all weights, any graph tensor).
+    pub fn executor(&self) -> &Executor {
+        &self.executor
+    }
+
+    /// Trainable parameters by name.
+    pub fn parameters(&self) -> Vec<(&str, &Tensor)> {
+        self.partition
+            .parameters
+            .iter()
+            .filter_map(|n| self.executor.weight(n).map(|t| (n.as_str(), t)))
+            .collect()
+    }
+
+    /// The trainable parameters' current values (name → row-major f32), for writing back into the
+    /// ONNX file ([`headroom_onnx::patch::write_weights`]).
+    pub fn trained_weights(&self) -> Result<std::collections::BTreeMap<String, Vec<f32>>> {
+        self.parameters()
+            .into_iter()
+            .map(|(name, p)| {
+                let flat = p.detach().f_reshape([-1])?.f_to_kind(Kind::Float)?.f_to_device(Device::Cpu)?;
+                Ok((name.to_string(), Vec::<f32>::try_from(&flat)?))
+            })
+            .collect()
+    }
+
+    /// Clears the gradients of the trainable parameters.
+    pub fn zero_grad(&self) {
+        for (_, p) in self.parameters() {
+            let mut g = p.grad();
+            if g.defined() {
+                let _ = g.detach_().zero_();
+            }
+        }
+    }
+
+    /// Runs the frozen trunk on `images` (`[B, 3, H, W]`, float in [0, 1]) without gradients.
+    pub fn trunk(&self, images: &Tensor) -> Result<Cut> {
+        let _guard = tch::no_grad_guard();
+        let input = self.executor.input_names().first().cloned().unwrap_or_default();
+        let mut env = HashMap::from([(input, images.shallow_clone())]);
+        let keep: HashSet<&str> = self.partition.cut.iter().map(String::as_str).collect();
+        self.executor.run_nodes(&self.partition.trunk, &mut env, &keep)?;
+        let cut = self
+            .partition
+            .cut
+            .iter()
+            .map(|n| {
+                env.remove(n).map(|t| (n.clone(), t)).ok_or_else(|| Error::UnknownTensor { name: n.clone() })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Cut(cut))
+    }
+
+    fn run_segment(
+        &self,
+        index: usize,
+        env: &mut HashMap<String, Tensor>,
+        keep: &HashSet<&str>,
+    ) -> Result<()> {
+        self.executor.run_nodes(&self.partition.segments[index].nodes, env, keep)
+    }
+
+    /// Every tensor that crosses a segment boundary (segment inputs and outputs).
+    fn boundary_names(&self) -> HashSet<&str> {
+        self.partition
+            .segments
+            .iter()
+            .flat_map(|s| s.inputs.iter().chain(&s.outputs))
+            .map(String::as_str)
+            .collect()
+    }
+
+    fn head_outputs(&self, env: &HashMap<String, Tensor>) -> Result<Vec<Tensor>> {
+        self.partition
+            .head_outputs
+            .iter()
+            .map(|n| {
+                env.get(n).map(Tensor::shallow_clone).ok_or_else(|| Error::UnknownTensor { name: n.clone() })
+            })
+            .collect()
+    }
+
+    /// The trainable part on a cut, with autograd: the raw head tensors (per level: box
+    /// distribution, class logits).
+    pub fn head(&self, cut: &Cut) -> Result<Vec<Tensor>> {
+        let mut env: HashMap<String, Tensor> =
+            cut.0.iter().map(|(k, v)| (k.clone(), v.shallow_clone())).collect();
+        let keep = self.boundary_names();
+        for index in 0..self.partition.segments.len() {
+            self.run_segment(index, &mut env, &keep)?;
+        }
+        self.head_outputs(&env)
+    }
+
+    /// Forward and plain backward: gradients land in the parameters' `.grad()`. Returns the loss.
+    pub fn backward(&self, cut: &Cut, loss: impl FnOnce(&[Tensor]) -> Result<Tensor>) -> Result<f64> {
+        let outputs = self.head(cut)?;
+        let loss = loss(&outputs)?;
+        loss.f_backward()?;
+        Ok(loss.f_double_value(&[])?)
+    }
+
+    /// Forward and checkpointed backward (see the module docs): same gradients as
+    /// [`Student::backward`], lower peak memory. Returns the loss.
+    pub fn backward_checkpointed(
+        &self,
+        cut: &Cut,
+        loss: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+    ) -> Result<f64> {
+        let segments = &self.partition.segments;
+        // 1. Forward without autograd, remembering each segment's inputs.
+        let mut boundary: HashMap<String, Tensor> =
+            cut.0.iter().map(|(k, v)| (k.clone(), v.shallow_clone())).collect();
+        {
+            let _guard = tch::no_grad_guard();
+            let mut env: HashMap<String, Tensor> =
+                boundary.iter().map(|(k, v)| (k.clone(), v.shallow_clone())).collect();
+            let keep = self.boundary_names();
+            for (index, segment) in segments.iter().enumerate() {
+                self.run_segment(index, &mut env, &keep)?;
+                for name in &segment.outputs {
+                    if let Some(t) = env.get(name) {
+                        boundary.insert(name.clone(), t.shallow_clone());
+                    }
+                }
+            }
+        }
+        // 2. Loss on detached head outputs gives their gradients.
+        let mut grads: HashMap<String, Tensor> = HashMap::new();
+        let heads: Vec<Tensor> = self
+            .partition
+            .head_outputs
+            .iter()
+            .map(|n| {
+                boundary
+                    .get(n)
+                    .map(|t| t.detach().set_requires_grad(true))
+                    .ok_or_else(|| Error::UnknownTensor { name: n.clone() })
+            })
+            .collect::<Result<_>>()?;
+        let loss = loss(&heads)?;
+        loss.f_backward()?;
+        for (name, t) in self.partition.head_outputs.iter().zip(&heads) {
+            accumulate(&mut grads, name, t.grad());
+        }
+        drop(heads);
+        // 3. Segments in reverse: recompute with autograd, backward seeded with the output gradients.
+        let cut_names: HashSet<&str> = self.partition.cut.iter().map(String::as_str).collect();
+        for index in (0..segments.len()).rev() {
+            let segment = &segments[index];
+            let mut env = HashMap::new();
+            let mut leaves = Vec::new();
+            for name in &segment.inputs {
+                let value = boundary.get(name).ok_or_else(|| Error::UnknownTensor { name: name.clone() })?;
+                let needs_grad = !cut_names.contains(name.as_str()) && value.is_floating_point();
+                let leaf =
+                    if needs_grad { value.detach().set_requires_grad(true) } else { value.shallow_clone() };
+                if needs_grad {
+                    leaves.push((name.clone(), leaf.shallow_clone()));
+                }
+                env.insert(name.clone(), leaf);
+            }
+            let keep: HashSet<&str> = segment.outputs.iter().map(String::as_str).collect();
+            self.run_segment(index, &mut env, &keep)?;
+            let mut surrogate: Option<Tensor> = None;
+            for name in &segment.outputs {
+                let (Some(out), Some(grad)) = (env.get(name), grads.remove(name)) else { continue };
+                let term = out.f_mul(&grad)?.f_sum(Kind::Float)?;
+                surrogate = Some(match surrogate {
+                    Some(s) => s.f_add(&term)?,
+                    None => term,
+                });
+            }
+            drop(env);
+            if let Some(s) = surrogate
+                && s.requires_grad()
+            {
+                s.f_backward()?;
+            }
+            for (name, leaf) in leaves {
+                let g = leaf.grad();
+                if g.defined() {
+                    accumulate(&mut grads, &name, g);
+                }
+            }
+            // This segment's inputs from earlier segments stay in `boundary` for them; its outputs
+            // are no longer needed.
+            for name in &segment.outputs {
+                boundary.remove(name);
+            }
+        }
+        Ok(loss.f_double_value(&[])?)
+    }
+}
+
+fn accumulate(grads: &mut HashMap<String, Tensor>, name: &str, grad: Tensor) {
+    match grads.remove(name) {
+        Some(g) => {
+            grads.insert(name.to_string(), g + grad);
+        }
+        None => {
+            grads.insert(name.to_string(), grad);
+        }
+    }
+}
+
+/// Which device to train on: `cuda` when libtorch sees one, else the CPU.
+pub fn default_device() -> Device {
+    Device::cuda_if_available()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_errors_list_valid_points() {
+        let model =
+            Model::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../../models/demo/yolov8n-shapes-160.onnx"))
+                .expect("demo model");
+        let e = Student::new(&model, Trainable::Freeze(23), Device::Cpu).expect_err("23 > head").to_string();
+        assert!(e.contains("freeze=23") && e.contains("22 (head)") && e.contains("neck+head"), "{e}");
+    }
+}
