@@ -54,7 +54,7 @@ impl FromStr for Trainable {
     }
 }
 
-/// A run of trainable nodes of one module.
+/// The trainable nodes of one module (of one branch, for the Detect module).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Segment {
     /// The module `N` (`None` for nodes without a `model.N` name).
@@ -157,18 +157,41 @@ impl Partition {
         // Detect branch of the first level right after model.15); a node without a module name joins
         // the module of the node before it. Ultralytics modules read only lower-numbered ones, so
         // every segment's inputs are ready when it runs.
-        let mut by_module: std::collections::BTreeMap<Option<usize>, Vec<usize>> = Default::default();
+        // The Detect module is split further by branch (`cv2.0`, `cv3.0`, ...: one per level and
+        // role, independent of each other), since at 640 its first level holds the largest activations.
+        let head_module = inspection.head.module;
+        let branch = |i: usize| -> String {
+            let node = &graph.nodes[i];
+            if node.module().is_none() || node.module() != head_module {
+                return String::new();
+            }
+            let mut parts = node.name.split('/').skip_while(|p| !p.starts_with("model."));
+            parts.next();
+            parts.next().filter(|p| p.contains('.')).unwrap_or_default().to_string()
+        };
+        let mut order: Vec<(Option<usize>, String)> = Vec::new();
+        let mut by_key: HashMap<(Option<usize>, String), Vec<usize>> = HashMap::new();
         let mut current = None;
         for &i in &needed {
             if !trainable_nodes.contains(&i) {
                 continue;
             }
             current = graph.nodes[i].module().or(current);
-            by_module.entry(current).or_default().push(i);
+            let key = (current, branch(i));
+            if !by_key.contains_key(&key) {
+                order.push(key.clone());
+            }
+            by_key.entry(key).or_default().push(i);
         }
-        let mut segments: Vec<Segment> = by_module
+        order.sort_by_key(|(module, _)| *module); // stable: branches keep their first-seen order
+        let mut segments: Vec<Segment> = order
             .into_iter()
-            .map(|(module, nodes)| Segment { module, nodes, inputs: vec![], outputs: vec![] })
+            .map(|key| Segment {
+                module: key.0,
+                nodes: by_key.remove(&key).unwrap_or_default(),
+                inputs: vec![],
+                outputs: vec![],
+            })
             .collect();
         let segment_of: HashMap<usize, usize> =
             segments.iter().enumerate().flat_map(|(s, seg)| seg.nodes.iter().map(move |n| (*n, s))).collect();

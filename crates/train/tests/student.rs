@@ -41,7 +41,9 @@ fn freeze_10_trains_what_ultralytics_trains() {
     // which sits after the raw head: 1,736,073 train.
     assert_eq!(p.parameter_count, 1_736_089 - 16);
     let modules: Vec<Option<usize>> = p.segments.iter().map(|s| s.module).collect();
-    assert_eq!(modules, (10..=22).map(Some).collect::<Vec<_>>());
+    // model.10 .. model.21, then the Detect module by branch (cv2.0, cv3.0, ... : 6 of them).
+    let expected: Vec<Option<usize>> = (10..=21).map(Some).chain([Some(22); 6]).collect();
+    assert_eq!(modules, expected);
     assert_eq!(p.head_outputs.len(), 6);
     // The trunk's weights are constants: no gradient is ever recorded for them.
     let frozen = model.graph.nodes.iter().filter(|n| n.module() == Some(3)).flat_map(|n| n.inputs.iter());
@@ -52,7 +54,7 @@ fn freeze_10_trains_what_ultralytics_trains() {
     }
     let head = Student::new(&model, Trainable::Head, Device::Cpu).expect("head only");
     assert_eq!(head.partition().freeze, 22);
-    assert_eq!(head.partition().segments.len(), 1);
+    assert_eq!(head.partition().segments.len(), 6);
     let neck = Student::new(&model, Trainable::NeckHead, Device::Cpu).expect("neck+head");
     assert_eq!(neck.partition().freeze, 10);
 }
