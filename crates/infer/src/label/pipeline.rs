@@ -182,6 +182,7 @@ fn infer_all(
         // A fixed batch larger than what is left is padded with zeros; their outputs are ignored.
         let rows = if detector.static_batch().is_some() { batch_size } else { batch.len() };
         input.resize(rows * per_image, 0.0);
+        tracing::debug!("teacher call: {} images, input [{rows}, 3, {h}, {w}]", batch.len());
         let view = ArrayView4::from_shape((rows, 3, h as usize, w as usize), &input)
             .map_err(|e| Error::Mismatch { message: format!("input tensor: {e}") })?;
         let (output, shape) = detector.run_batch(view)?;
