@@ -1,5 +1,6 @@
 //! The student on real Ultralytics exports: partition counts as Ultralytics counts, trunk without
 //! gradients, and the checkpointed backward giving the plain backward's gradients.
+#![cfg(feature = "libtorch")]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
