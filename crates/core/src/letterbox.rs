@@ -204,28 +204,34 @@ pub fn resize_bilinear_like_opencv(image: &RgbImage, width: u32, height: u32) ->
     let ys = vertical_taps(sh, height);
     let src = image.as_raw();
     let row_stride = sw as usize * 3;
-    // Horizontal pass for one source row into fixed-point intermediates (scaled by 2048).
-    let hpass = |y: usize| -> Vec<i32> {
+    let last = sw as usize - 1;
+    // Byte offsets of both taps per destination column (the second clamped: its weight is 0 there).
+    let taps: Vec<(usize, usize, i32, i32)> =
+        xs.iter().map(|&(sx, [w0, w1])| (sx * 3, (sx + 1).min(last) * 3, w0, w1)).collect();
+    let dst_stride = width as usize * 3;
+    // Horizontal pass, only for the source rows some destination row reads, into fixed-point
+    // intermediates (scaled by 2048), one flat buffer.
+    let mut needed = vec![false; sh as usize];
+    for &([y0, y1], _) in &ys {
+        needed[y0] = true;
+        needed[y1] = true;
+    }
+    let mut rows = vec![0i32; sh as usize * dst_stride];
+    for (y, line) in rows.chunks_exact_mut(dst_stride).enumerate().filter(|(y, _)| needed[*y]) {
         let row = &src[y * row_stride..(y + 1) * row_stride];
-        let mut out = Vec::with_capacity(width as usize * 3);
-        for &(sx, [w0, w1]) in &xs {
+        for (out, &(a, b, w0, w1)) in line.chunks_exact_mut(3).zip(&taps) {
             for c in 0..3 {
-                let a = i32::from(row[sx * 3 + c]);
-                let b = if w1 != 0 { i32::from(row[(sx + 1) * 3 + c]) } else { 0 };
-                out.push(a * w0 + b * w1);
+                out[c] = i32::from(row[a + c]) * w0 + i32::from(row[b + c]) * w1;
             }
         }
-        out
-    };
-    let rows: Vec<Vec<i32>> = (0..sh as usize).map(hpass).collect();
+    }
     let mut out = RgbImage::new(width, height);
     let dst = &mut *out;
-    let dst_stride = width as usize * 3;
-    for (dy, &([y0, y1], [b0, b1])) in ys.iter().enumerate() {
-        let (r0, r1) = (&rows[y0], &rows[y1]);
-        let line = &mut dst[dy * dst_stride..(dy + 1) * dst_stride];
-        for (i, px) in line.iter_mut().enumerate() {
-            *px = vertical_blend(r0[i], r1[i], b0, b1);
+    for (line, &([y0, y1], [b0, b1])) in dst.chunks_exact_mut(dst_stride).zip(&ys) {
+        let r0 = &rows[y0 * dst_stride..(y0 + 1) * dst_stride];
+        let r1 = &rows[y1 * dst_stride..(y1 + 1) * dst_stride];
+        for ((px, &s0), &s1) in line.iter_mut().zip(r0).zip(r1) {
+            *px = vertical_blend(s0, s1, b0, b1);
         }
     }
     out
