@@ -218,6 +218,28 @@ mod with_onnxruntime {
     /// metadata, also in batches. Its untrained weights give every image the same output, so this
     /// covers the symbolic shapes, not which output goes to which image (the test above does that).
     #[test]
+    fn parallel_streams_label_every_image_once_and_as_one_stream() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let images = synth(dir.path(), "9", 24, "256x192");
+        let teacher = batch_dynamic_demo(dir.path());
+        let (one, _) = label(&teacher, &images, &dir.path().join("s1"), &["--batch", "4"]);
+        let (two, two_calls) = label(
+            &teacher,
+            &images,
+            &dir.path().join("s2"),
+            &["--batch", "4", "--streams", "2", "--threads", "2"],
+        );
+        assert_eq!((one["streams"].as_u64(), two["streams"].as_u64()), (Some(1), Some(2)));
+        assert_eq!(two["counts"]["labelled"].as_u64(), Some(24), "{two}");
+        let images_run: usize = two_calls.iter().map(|c| c.0).sum();
+        assert_eq!(images_run, 24, "every image inferred exactly once: {two_calls:?}");
+        let difference = compare(&images, &dir.path().join("s1"), &dir.path().join("s2"));
+        eprintln!("2 streams against 1: {difference:?}");
+        assert!(difference.boxes > 20 && difference.largest <= 1e-4, "{difference:?}");
+        assert_eq!(one["counts"]["boxes"], two["counts"]["boxes"]);
+    }
+
+    #[test]
     fn an_ultralytics_dynamic_export_runs_at_its_imgsz_metadata_in_batches() {
         let dir = tempfile::tempdir().expect("tempdir");
         let images = synth(dir.path(), "8", 12, "200x300");

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::{Error, Result};
 
@@ -9,22 +10,105 @@ use crate::{Error, Result};
 /// then renamed over `path`. A reader sees the old file or the new one, never a part; a crash
 /// leaves at most a `*.tmp` file beside it. Creates missing parent folders.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = write_temporary(path, bytes, true)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, e)
+    })
+}
+
+/// The temporary beside `path` that an atomic write goes through (`.<name>.<pid>.tmp`).
+pub fn temporary_path(path: &Path) -> PathBuf {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.{}.tmp", std::process::id()));
+    parent.join(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+fn write_temporary(path: &Path, bytes: &[u8], sync: bool) -> Result<PathBuf> {
+    let tmp = temporary_path(path);
+    if let Some(parent) = tmp.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
+        if sync { file.sync_all() } else { Ok(()) }
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
         return Err(Error::io(path, e));
+    }
+    Ok(tmp)
+}
+
+/// Atomic writes made durable together, for the many small files of a long run.
+///
+/// [`DurableBatch::write`] puts the bytes in a temporary file beside the target without flushing it;
+/// [`DurableBatch::commit`] flushes the filesystem once (`syncfs` on Linux, one `fsync` per file
+/// elsewhere) and only then renames every temporary over its target, in write order. So, as with
+/// [`write_atomic`], a target is either absent/old or complete — also after a power cut — but a
+/// batch costs one flush instead of one per file (an `fsync` costs ~4 ms on this machine's disk,
+/// more than a small model's inference). A commit happens by itself when `limit` files are pending
+/// or `interval` has passed since the last one; call [`DurableBatch::commit`] at the end. Files not
+/// yet committed when the process dies stay as `.*.tmp` temporaries, for the next run to remove.
+#[derive(Debug)]
+pub struct DurableBatch {
+    pending: Vec<(PathBuf, PathBuf)>,
+    limit: usize,
+    interval: Duration,
+    last: Instant,
+}
+
+impl DurableBatch {
+    /// A batch committed every `limit` files or `interval`, whichever comes first.
+    pub fn new(limit: usize, interval: Duration) -> DurableBatch {
+        DurableBatch { pending: Vec::new(), limit: limit.max(1), interval, last: Instant::now() }
+    }
+
+    /// Writes `bytes` for `path` (visible under `path` after the next commit).
+    pub fn write(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
+        let tmp = write_temporary(path, bytes, false)?;
+        self.pending.push((tmp, path.to_path_buf()));
+        if self.pending.len() >= self.limit || self.last.elapsed() >= self.interval {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Files written and not yet committed.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Flushes the pending files to disk, then renames them over their targets.
+    pub fn commit(&mut self) -> Result<()> {
+        self.last = Instant::now();
+        let Some((first, target)) = self.pending.first() else { return Ok(()) };
+        flush(first, &self.pending).map_err(|e| Error::io(target, e))?;
+        for (tmp, path) in std::mem::take(&mut self.pending) {
+            std::fs::rename(&tmp, &path).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                Error::io(&path, e)
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn flush(any: &Path, _pending: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
+    // One open file is enough: syncfs flushes the whole filesystem it lives on.
+    let file = std::fs::File::open(any)?;
+    Ok(rustix::fs::syncfs(&file)?)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn flush(_any: &Path, pending: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
+    for (tmp, _) in pending {
+        std::fs::File::open(tmp)?.sync_all()?;
     }
     Ok(())
 }
@@ -42,6 +126,29 @@ mod tests {
         assert_eq!(std::fs::read(&path).expect("read"), b"two");
         let names: Vec<_> = std::fs::read_dir(dir.path().join("a/b")).expect("list").collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn a_batch_shows_nothing_before_its_commit_and_everything_after() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut batch = DurableBatch::new(3, Duration::from_secs(3600));
+        let (a, b) = (dir.path().join("x/a.txt"), dir.path().join("x/b.txt"));
+        std::fs::create_dir_all(dir.path().join("x")).expect("mkdir");
+        std::fs::write(&b, b"old").expect("old b");
+        batch.write(&a, b"A").expect("write a");
+        batch.write(&b, b"B").expect("write b");
+        assert!(!a.exists(), "not visible before the commit");
+        assert_eq!(std::fs::read(&b).expect("old b"), b"old");
+        assert_eq!(batch.pending(), 2);
+        batch.write(&dir.path().join("x/c.txt"), b"C").expect("third write commits");
+        assert_eq!(batch.pending(), 0);
+        assert_eq!(
+            (std::fs::read(&a).expect("a"), std::fs::read(&b).expect("b")),
+            (b"A".to_vec(), b"B".to_vec())
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("x")).expect("list").collect();
+        assert_eq!(names.len(), 3, "no temporaries left");
+        batch.commit().expect("empty commit is fine");
     }
 
     #[test]

@@ -167,11 +167,23 @@ pub fn read_soft_scores(path: &Path) -> Result<SoftScores> {
 
 /// Writes a soft-score file atomically.
 pub fn write_soft_scores(path: &Path, scores: &SoftScores) -> Result<()> {
-    let bytes = scores.to_bytes().map_err(|e| match e {
+    Ok(headroom_core::fsio::write_atomic(path, &encode_for(path, scores)?)?)
+}
+
+/// Writes `scores` to `path` as part of a [`headroom_core::fsio::DurableBatch`].
+pub fn write_soft_scores_in(
+    batch: &mut headroom_core::fsio::DurableBatch,
+    path: &Path,
+    scores: &SoftScores,
+) -> Result<()> {
+    Ok(batch.write(path, &encode_for(path, scores)?)?)
+}
+
+fn encode_for(path: &Path, scores: &SoftScores) -> Result<Vec<u8>> {
+    scores.to_bytes().map_err(|e| match e {
         Error::SoftScores { reason, .. } => Error::SoftScores { path: path.to_path_buf(), reason },
         other => other,
-    })?;
-    Ok(headroom_core::fsio::write_atomic(path, &bytes)?)
+    })
 }
 
 fn quantise(score: f32) -> u16 {

@@ -49,6 +49,11 @@ pub struct Args {
     /// Images per inference call when the teacher's batch is dynamic (a fixed batch is used as is).
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
+    /// Inference sessions running in parallel, sharing `--threads` (each gets threads/streams).
+    /// For a small teacher on few cores two 1-thread sessions outrun one 2-thread session
+    /// (docs/BENCHMARKS.md); each session holds its own copy of the model.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub streams: u16,
     /// Copy images into DATASET/images instead of symlinking them.
     #[arg(long)]
     pub copy_images: bool,
@@ -92,9 +97,19 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
     use headroom_infer::label::pipeline::PipelineSettings;
     use headroom_infer::label::{LabelRequest, label_folder};
 
-    let mut teacher =
-        headroom_infer::detector::Detector::open(&args.teacher, &args.provider.session_options())
-            .with_context(|| format!("opening the teacher {}", args.teacher.display()))?;
+    let streams = usize::from(args.streams);
+    let mut options = args.provider.session_options();
+    if streams > 1 {
+        let total = match options.intra_threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        };
+        options.intra_threads = (total / streams).max(1);
+    }
+    let mut teachers = (0..streams)
+        .map(|_| headroom_infer::detector::Detector::open(&args.teacher, &options))
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("opening the teacher {}", args.teacher.display()))?;
     let request = LabelRequest {
         images: args.images.clone(),
         out: args.out.clone(),
@@ -107,7 +122,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
         pipeline: PipelineSettings { workers: args.workers, batch: args.batch, queue: 4 * args.batch.max(4) },
     };
     let bar = super::progress::bar(0, "label");
-    let manifest = label_folder(&mut teacher, &request, &|done, total| {
+    let manifest = label_folder(&mut teachers, &request, &|done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64)
     });

@@ -103,6 +103,9 @@ pub struct LabelManifest {
     pub batch: usize,
     /// Image decoding threads.
     pub workers: usize,
+    /// Inference streams (sessions running in parallel).
+    #[serde(default = "one")]
+    pub streams: usize,
     /// Counts.
     pub counts: LabelCounts,
     /// Skipped images with reasons.
@@ -154,4 +157,8 @@ impl LabelManifest {
             )
         })
     }
+}
+
+fn one() -> usize {
+    1
 }

@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 use headroom_core::boxes::Xyxy;
 use headroom_core::dataset::YoloLabel;
 use headroom_core::dataset::labels::format_labels;
-use headroom_core::fsio::write_atomic;
+use headroom_core::fsio::{DurableBatch, write_atomic};
 use headroom_core::letterbox::Letterbox;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::class_map::ClassMap;
 use crate::decode::{SoftDecoded, SoftDetection};
-use crate::soft_scores::{SoftRecord, SoftScores, read_soft_scores, write_soft_scores};
+use crate::soft_scores::{SoftRecord, SoftScores, read_soft_scores, write_soft_scores_in};
 use crate::{Error, Result};
 
 /// Where one source image's outputs go.
@@ -187,8 +187,10 @@ pub fn image_records(
     (labels, soft, dropped)
 }
 
-/// Writes one finished image: image link or copy, soft-score file, then label file.
+/// Writes one finished image: image link or copy, then soft-score file and label file into `batch`
+/// (they appear, in that order, when it commits).
 pub fn write_image(
+    batch: &mut DurableBatch,
     job: &Job,
     target: &Path,
     labels: &[YoloLabel],
@@ -199,8 +201,8 @@ pub fn write_image(
     let text = format_labels(labels);
     soft.label_sha256 = Sha256::digest(text.as_bytes()).into();
     soft.beside_human = target == job.teacher_label;
-    write_soft_scores(&job.scores, &soft)?;
-    write_atomic(target, text.as_bytes())?;
+    write_soft_scores_in(batch, &job.scores, &soft)?;
+    batch.write(target, text.as_bytes())?;
     Ok(())
 }
 

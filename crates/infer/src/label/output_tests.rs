@@ -1,5 +1,6 @@
 use headroom_core::boxes::Detection;
 use headroom_core::letterbox::LetterboxOptions;
+use std::time::Duration;
 
 use super::*;
 
@@ -61,7 +62,10 @@ fn finished_images_are_recognised_and_human_labels_are_protected() {
         bbox: [0.5; 4],
         scores: Vec::new(),
     });
-    write_image(&job, &job.label, &labels, scores_one, false).expect("write");
+    {
+        let mut batch = DurableBatch::new(1, Duration::ZERO);
+        write_image(&mut batch, &job, &job.label, &labels, scores_one, false).expect("write")
+    };
     assert_eq!(job_state(&job, false), JobState::Done(None));
     assert!(matches!(job_state(&job, true), JobState::Todo { conflict: None, .. }));
     assert!(job.image.symlink_metadata().expect("linked").file_type().is_symlink());
@@ -71,7 +75,10 @@ fn finished_images_are_recognised_and_human_labels_are_protected() {
         panic!("not protected")
     };
     assert_eq!(target, job.teacher_label);
-    write_image(&job, &target, &labels, scores, false).expect("write beside");
+    {
+        let mut batch = DurableBatch::new(1, Duration::ZERO);
+        write_image(&mut batch, &job, &target, &labels, scores, false).expect("write beside")
+    };
     assert_eq!(std::fs::read_to_string(&job.label).expect("human"), "0 0.5 0.5 0.2 0.2\n");
     assert!(matches!(job_state(&job, false), JobState::Done(Some(_))));
 }
@@ -86,7 +93,7 @@ fn a_label_without_scores_is_human_and_a_scores_file_alone_is_unfinished() {
     std::fs::remove_file(&job.label).expect("rm");
     let scores =
         SoftScores { beside_human: false, nc: 0, label_sha256: [1; 32], kept: Vec::new(), top_k: Vec::new() };
-    write_soft_scores(&job.scores, &scores).expect("write");
+    crate::soft_scores::write_soft_scores(&job.scores, &scores).expect("write");
     assert_eq!(job_state(&job, false), JobState::Todo { target: job.label.clone(), conflict: None });
 }
 
@@ -98,7 +105,8 @@ fn another_file_in_images_is_not_replaced() {
     std::fs::write(&job.image, b"other").expect("write");
     let empty =
         SoftScores { beside_human: false, nc: 0, label_sha256: [0; 32], kept: Vec::new(), top_k: Vec::new() };
-    let err = write_image(&job, &job.label, &[], empty, false).expect_err("occupied");
+    let mut batch = DurableBatch::new(1, Duration::ZERO);
+    let err = write_image(&mut batch, &job, &job.label, &[], empty, false).expect_err("occupied");
     assert!(matches!(err, Error::Output { .. }), "{err}");
     assert_eq!(std::fs::read(&job.image).expect("kept"), b"other");
 }

@@ -3,11 +3,15 @@
 //! whatever the number of images.
 //!
 //! ```text
-//! workers ──(sync_channel)──► inference (batches) ──(sync_channel)──► writer
+//! workers ──(sync_channel)──► inference streams (batches) ──(sync_channel)──► writer
 //! ```
+//! Several inference streams (one session each, sharing the input queue) run in parallel when
+//! given several detectors: for a small model on few cores, two 1-thread sessions do more work than
+//! one 2-thread session, whose threads wait on each other between small operators.
 //! An error in any stage stops the others: a stage whose queue's other end is gone returns.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use headroom_core::letterbox::{Letterbox, LetterboxOptions};
@@ -75,10 +79,11 @@ pub enum Inferred {
     },
 }
 
-/// Runs `jobs` (indices into `all`) through `detector`, handing each result to `write` on a writer
-/// thread. Returns the writer's first error, else the inference error, else `Ok`.
+/// Runs `jobs` (indices into `all`) through `detectors` (one inference stream each, all the same
+/// model), handing each result to `write` on a writer thread. Returns the writer's first error, else
+/// the first inference error, else `Ok`.
 pub fn run_pipeline<W>(
-    detector: &mut Detector,
+    detectors: &mut [Detector],
     all: &[Job],
     jobs: &[usize],
     settings: PipelineSettings,
@@ -87,12 +92,18 @@ pub fn run_pipeline<W>(
 where
     W: FnMut(Inferred) -> Result<()> + Send,
 {
-    let letterbox = detector.letterbox_options();
-    let batch = detector.static_batch().unwrap_or(settings.batch.max(1));
-    let queue = settings.queue.max(batch);
+    let Some(first) = detectors.first() else {
+        return Err(Error::Mismatch { message: "no inference session to run".into() });
+    };
+    let letterbox = first.letterbox_options();
+    let batch = first.static_batch().unwrap_or(settings.batch.max(1));
+    let queue = settings.queue.max(batch * detectors.len());
     let next = AtomicUsize::new(0);
+    let (prepared_tx, prepared_rx) = sync_channel::<Prepared>(queue);
+    // Shared by the streams; taken out and dropped when they end, so that blocked workers return.
+    let prepared_rx = Mutex::new(Some(prepared_rx));
+    let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let (prepared_tx, prepared_rx) = sync_channel::<Prepared>(queue);
         let (inferred_tx, inferred_rx) = sync_channel::<Inferred>(queue);
         let mut workers = Vec::new();
         for _ in 0..settings.workers.max(1) {
@@ -102,8 +113,30 @@ where
         }
         drop(prepared_tx);
         let writer = scope.spawn(move || write_all(inferred_rx, write));
-        let inferred = infer_all(detector, &prepared_rx, &inferred_tx, batch);
-        drop((prepared_rx, inferred_tx));
+        let (main, others) = detectors.split_at_mut(1);
+        let (rx, stop) = (&prepared_rx, &stop);
+        // A stream that fails stops the others at their next batch.
+        let run = move |detector: &mut Detector, tx: &SyncSender<Inferred>| {
+            let result = infer_all(detector, rx, tx, batch, stop);
+            if result.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            result
+        };
+        let streams: Vec<_> = others
+            .iter_mut()
+            .map(|detector| {
+                let tx = inferred_tx.clone();
+                scope.spawn(move || run(detector, &tx))
+            })
+            .collect();
+        let mut inferred = run(&mut main[0], &inferred_tx);
+        for stream in streams {
+            let result = stream.join().unwrap_or(Err(Error::Pipeline { stage: "inference" }));
+            inferred = inferred.and(result);
+        }
+        drop(rx.lock().map(|mut r| r.take()));
+        drop(inferred_tx);
         let written = writer.join().unwrap_or(Err(Error::Pipeline { stage: "writer" }));
         for worker in workers {
             worker.join().map_err(|_| Error::Pipeline { stage: "image decoding" })?;
@@ -165,16 +198,23 @@ pub fn next_batch(
 
 fn infer_all(
     detector: &mut Detector,
-    rx: &Receiver<Prepared>,
+    rx: &Mutex<Option<Receiver<Prepared>>>,
     tx: &SyncSender<Inferred>,
     batch_size: usize,
+    stop: &AtomicBool,
 ) -> Result<()> {
     let (w, h) = detector.input_size();
     let per_image = 3 * w as usize * h as usize;
     let mut input = Vec::with_capacity(batch_size * per_image);
     let mut layout = detector.declared_layout();
     let forward = |job, reason| tx.send(Inferred::Failed { job, reason }).is_ok();
-    while let Some(batch) = next_batch(rx, batch_size, forward) {
+    while !stop.load(Ordering::Relaxed) {
+        // One stream collects a whole batch at a time; the others wait for the queue meanwhile.
+        let next = match rx.lock() {
+            Ok(rx) => rx.as_ref().and_then(|rx| next_batch(rx, batch_size, forward)),
+            Err(_) => return Err(Error::Pipeline { stage: "inference" }),
+        };
+        let Some(batch) = next else { break };
         input.clear();
         for (_, _, tensor) in &batch {
             input.extend_from_slice(tensor);

@@ -10,6 +10,7 @@ use super::pipeline::{Inferred, PipelineSettings, run_pipeline};
 use crate::decode::{DecodeOptions, OutputLayout, decode_soft};
 use crate::detector::Detector;
 use crate::{Error, Result};
+use headroom_core::fsio::DurableBatch;
 
 /// What to label and how.
 #[derive(Debug, Clone)]
@@ -34,13 +35,17 @@ pub struct LabelRequest {
     pub pipeline: PipelineSettings,
 }
 
-/// Labels `request.images` into `request.out` with `detector`; `progress(done, to_do)` after each image.
+/// Labels `request.images` into `request.out` with `detectors` (sessions of the same teacher, one per
+/// inference stream); `progress(done, to_do)` after each image.
 pub fn label_folder(
-    detector: &mut Detector,
+    detectors: &mut [Detector],
     request: &LabelRequest,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<LabelManifest> {
     let started = Instant::now();
+    let streams = detectors.len();
+    let detector =
+        detectors.first().ok_or_else(|| Error::Mismatch { message: "no teacher session".into() })?;
     let teacher = teacher_info(detector)?;
     let class_map = match &request.class_map {
         Some((source, text)) => ClassMap::parse(text, source, &teacher.names)?,
@@ -66,6 +71,7 @@ pub fn label_folder(
         copied_images: request.copy_images,
         batch,
         workers: request.pipeline.workers.max(1),
+        streams,
         counts: LabelCounts::default(),
         skipped: Vec::new(),
         conflicts: Vec::new(),
@@ -92,13 +98,18 @@ pub fn label_folder(
     );
     let total = todo.len();
     let labelled = {
-        let mut writer = Writer { jobs: &jobs, targets: &targets, request, manifest: &mut manifest, done: 0 };
-        let result = run_pipeline(detector, &jobs, &todo, request.pipeline, |item| {
+        // Label files become durable in batches (one filesystem flush per batch, not two fsyncs per
+        // image); finished images are committed also when the run fails.
+        let batch = DurableBatch::new(COMMIT_EVERY_FILES, COMMIT_EVERY);
+        let mut writer =
+            Writer { jobs: &jobs, targets: &targets, request, manifest: &mut manifest, done: 0, batch };
+        let result = run_pipeline(detectors, &jobs, &todo, request.pipeline, |item| {
             writer.handle(item)?;
             progress(writer.done, total);
             Ok(())
         });
-        (result, writer.manifest.counts.labelled)
+        let committed = writer.batch.commit().map_err(Error::from);
+        (result.and(committed), writer.manifest.counts.labelled)
     };
     let seconds = started.elapsed().as_secs_f64();
     manifest.wall_seconds = seconds;
@@ -117,6 +128,11 @@ pub fn label_folder(
     manifest.write(&request.out)?;
     Ok(manifest)
 }
+
+/// Label and soft-score files per durable commit (two per image).
+const COMMIT_EVERY_FILES: usize = 128;
+/// Longest time between durable commits: at most this much work is redone after a power cut.
+const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Per job: the label file to write and the conflict that sends it there (`None`: finished).
 type Targets = Vec<Option<(PathBuf, Option<Conflict>)>>;
@@ -147,6 +163,7 @@ struct Writer<'a> {
     request: &'a LabelRequest,
     manifest: &'a mut LabelManifest,
     done: usize,
+    batch: DurableBatch,
 }
 
 impl Writer<'_> {
@@ -166,7 +183,7 @@ impl Writer<'_> {
         let decoded = decode_soft(layout, &output, dims, &self.request.decode, self.request.top_k);
         let map = &self.manifest.settings.class_map;
         let (labels, soft, dropped) = output::image_records(&decoded, &geometry, map, self.request.min_box);
-        match output::write_image(job, target, &labels, soft, self.request.copy_images) {
+        match output::write_image(&mut self.batch, job, target, &labels, soft, self.request.copy_images) {
             Ok(()) => {}
             Err(Error::Output { path, reason }) => {
                 let reason = format!("{}: {reason}", path.display());
