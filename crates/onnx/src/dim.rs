@@ -21,6 +21,13 @@ impl fmt::Display for Dim {
     }
 }
 
+/// Longest symbolic expression kept (the longest in the committed dynamic exports has ~1,900
+/// characters); a longer one becomes [`UNKNOWN`].
+pub const MAX_EXPRESSION: usize = 8192;
+
+/// A dim whose expression was too long to keep.
+pub const UNKNOWN: &str = "?";
+
 fn wrap(d: &Dim) -> String {
     match d {
         Dim::Symbol(s) if s.contains(['+', '-', '*', '/', '%']) => format!("({s})"),
@@ -45,7 +52,14 @@ impl Dim {
             (a, Dim::Known(1)) if op == '*' || op == '/' => a.clone(),
             (Dim::Known(1), b) if op == '*' => b.clone(),
             (a, Dim::Known(0)) if op == '+' || op == '-' => a.clone(),
-            (a, b) => Dim::Symbol(format!("{}{op}{}", wrap(a), wrap(b))),
+            (a, b) => {
+                let (a, b) = (wrap(a), wrap(b));
+                // `x*x` chains would double the expression at every node (gigabytes from a 4 KB file).
+                if a.len() + b.len() + 1 > MAX_EXPRESSION {
+                    return Dim::Symbol(UNKNOWN.into());
+                }
+                Dim::Symbol(format!("{a}{op}{b}"))
+            }
         }
     }
 
@@ -97,5 +111,14 @@ mod tests {
         assert_eq!(h.div(&Dim::Known(8)).mul(&Dim::Known(2)).to_string(), "(height/8)*2");
         assert_eq!(h.mul(&Dim::Known(1)), h);
         assert_eq!(product(&[Dim::Known(2), Dim::Known(3)]), Dim::Known(6));
+    }
+
+    #[test]
+    fn squaring_a_symbol_over_and_over_stays_bounded() {
+        let mut d = Dim::Symbol("height".into());
+        for _ in 0..64 {
+            d = d.mul(&d);
+        }
+        assert!(d.to_string().len() <= MAX_EXPRESSION, "{} characters", d.to_string().len());
     }
 }

@@ -261,11 +261,12 @@ fn conv_like(
             Padding::SameUpper | Padding::SameLower => size.add(&stride).sub(&Dim::Known(1)).div(&stride),
             Padding::Explicit(_) | Padding::Valid => {
                 let pads = match padding {
-                    Padding::Explicit(p) => p.get(i).unwrap_or(&0) + p.get(i + spatial).unwrap_or(&0),
-                    _ => 0,
+                    Padding::Explicit(p) => Dim::Known(*p.get(i).unwrap_or(&0))
+                        .add(&Dim::Known(*p.get(i + spatial).unwrap_or(&0))),
+                    _ => Dim::Known(0),
                 };
                 let reach = Dim::Known(dilation).mul(&kernel[i].sub(&Dim::Known(1))).add(&Dim::Known(1));
-                let span = size.add(&Dim::Known(pads)).sub(&reach);
+                let span = size.add(&pads).sub(&reach);
                 let span = if ceil_mode { span.add(&stride).sub(&Dim::Known(1)) } else { span };
                 span.div(&stride).add(&Dim::Known(1))
             }
@@ -306,7 +307,13 @@ fn concat(inputs: &[Value], axis: i64) -> Result<Value, String> {
             }
         });
     }
-    let ints = inputs.iter().map(|v| v.ints.clone()).collect::<Option<Vec<_>>>().map(|v| v.concat());
+    // Bounded: `Concat(x, x)` chains would double the tracked values at every node.
+    let ints = inputs
+        .iter()
+        .map(|v| v.ints.clone())
+        .collect::<Option<Vec<_>>>()
+        .map(|v| v.concat())
+        .filter(|v| v.len() <= MAX_TRACKED);
     Ok(Value { shape, ints, floats: None })
 }
 
@@ -345,22 +352,28 @@ fn slice(inputs: &[Value]) -> Result<Value, String> {
     let mut ints = data.ints.clone();
     for (i, axis) in axes.iter().enumerate() {
         let axis = normalize_axis(*axis, s.len(), false)? as usize;
-        let (start, end, step) =
-            (starts[i], *ends.get(i).ok_or("ends too short")?, *steps.get(i).unwrap_or(&1));
+        let (start, end, step) = (
+            *starts.get(i).ok_or("starts too short")?,
+            *ends.get(i).ok_or("ends too short")?,
+            *steps.get(i).unwrap_or(&1),
+        );
         if step == 0 {
             return Err("slice step 0".into());
         }
         match &s[axis] {
+            Dim::Known(n) if *n < 0 => return Err(format!("slice of a dim of size {n}")),
             Dim::Known(n) => {
                 let clamp = |v: i64, lo: i64, hi: i64| (if v < 0 { v + n } else { v }).clamp(lo, hi);
                 let (lo, hi) = if step > 0 { (0, *n) } else { (-1, n - 1) };
                 let (b, e) = (clamp(start, lo, hi), clamp(end, lo, hi));
+                // In i128: `step` may be anywhere in i64, the length is at most `n`.
+                let (b128, e128, step128) = (i128::from(b), i128::from(e), i128::from(step));
                 let len = if step > 0 {
-                    (e - b + step - 1).div_euclid(step)
+                    (e128 - b128 + step128 - 1).div_euclid(step128)
                 } else {
-                    (b - e - step - 1).div_euclid(-step)
+                    (b128 - e128 - step128 - 1).div_euclid(-step128)
                 };
-                out[axis] = Dim::Known(len.max(0));
+                out[axis] = Dim::Known(len.clamp(0, i128::from(*n)) as i64);
                 if let Some(v) = ints.as_mut().filter(|_| s.len() == 1 && step == 1) {
                     *v = v.get(b as usize..e.max(b) as usize).unwrap_or_default().to_vec();
                 } else {
@@ -456,6 +469,9 @@ fn unsqueeze(x: &Value, axes: Option<Vec<i64>>) -> Result<Value, String> {
     let rank = s.len() + axes.len();
     let mut axes = axes.iter().map(|a| normalize_axis(*a, rank, false)).collect::<Result<Vec<_>, _>>()?;
     axes.sort_unstable();
+    if axes.windows(2).any(|w| w[0] == w[1]) {
+        return Err(format!("repeated axis in {axes:?}"));
+    }
     let mut out = s;
     for a in axes {
         out.insert(a as usize, Dim::Known(1));
@@ -548,5 +564,63 @@ mod tests {
         let target = Value { ints: Some(vec![Dim::Known(0), Dim::Known(4), Dim::Known(-1)]), ..known(&[3]) };
         let out = infer_node(&reshape, &[known(&[2, 64, 5, 5]), target]).expect("infers");
         assert_eq!(out[0].shape, known(&[2, 4, 400]).shape);
+    }
+
+    fn ints(values: &[i64]) -> Value {
+        Value { ints: Some(values.iter().map(|v| Dim::Known(*v)).collect()), ..known(&[values.len() as i64]) }
+    }
+
+    #[test]
+    fn unsqueeze_with_a_repeated_axis_is_an_error_not_a_panic() {
+        let unsqueeze = node(Op::Unsqueeze(crate::ops::UnsqueezeConfig { axes: Some(vec![2, 2]) }));
+        assert!(infer_node(&unsqueeze, &[known(&[5])]).is_err_and(|e| e.contains("repeated axis")));
+    }
+
+    #[test]
+    fn slice_with_more_axes_than_starts_is_an_error_not_a_panic() {
+        let inputs = [known(&[5, 5]), ints(&[0]), ints(&[1, 1]), ints(&[0, 1])];
+        assert!(infer_node(&node(Op::Slice), &inputs).is_err_and(|e| e.contains("starts")));
+    }
+
+    #[test]
+    fn slice_of_a_negative_dim_is_an_error_not_a_panic() {
+        assert!(infer_node(&node(Op::Slice), &[known(&[-5]), ints(&[0]), ints(&[1])]).is_err());
+    }
+
+    #[test]
+    fn slice_with_extreme_steps_does_not_overflow() {
+        let forward = infer_node(
+            &node(Op::Slice),
+            &[known(&[5]), ints(&[0]), ints(&[5]), ints(&[0]), ints(&[i64::MAX])],
+        );
+        assert_eq!(forward.expect("infers")[0].shape, known(&[1]).shape);
+        let backward = infer_node(
+            &node(Op::Slice),
+            &[known(&[5]), ints(&[4]), ints(&[0]), ints(&[0]), ints(&[i64::MIN])],
+        );
+        assert_eq!(backward.expect("infers")[0].shape, known(&[1]).shape);
+    }
+
+    #[test]
+    fn conv_with_huge_pads_does_not_overflow() {
+        let conv = node(Op::Conv(ConvConfig {
+            kernel_shape: vec![1, 1],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            padding: Padding::Explicit(vec![i64::MAX, 0, 1, 0]),
+            group: 1,
+        }));
+        let out = infer_node(&conv, &[known(&[1, 3, 4, 4]), known(&[2, 3, 1, 1])]).expect("infers");
+        assert_eq!(out[0].shape.as_ref().map(|s| s[3].clone()), Some(Dim::Known(4)));
+    }
+
+    #[test]
+    fn concat_of_a_shape_with_itself_stops_tracking_values_past_max_tracked() {
+        let concat = node(Op::Concat(crate::ops::ConcatConfig { axis: 0 }));
+        let mut value = ints(&[1, 2, 3, 4]);
+        for _ in 0..40 {
+            value = infer_node(&concat, &[value.clone(), value]).expect("infers").remove(0);
+        }
+        assert_eq!(value.ints, None);
     }
 }

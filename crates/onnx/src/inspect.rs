@@ -337,7 +337,7 @@ pub fn parameter_uses(graph: &Graph) -> Vec<(Option<usize>, &str, usize)> {
         };
         for name in weights {
             if let Some(dims) = graph.initializer_dims.get(name) {
-                out.push((node.module(), name.as_str(), dims.iter().product::<usize>()));
+                out.push((node.module(), name.as_str(), crate::tensor::numel(dims)));
             }
         }
     }
@@ -361,6 +361,11 @@ fn modules(graph: &Graph) -> Vec<Module> {
 
 fn freeze_points(graph: &Graph, modules: &[Module], head: &Head) -> Vec<FreezePoint> {
     let Some(head_module) = head.module else { return Vec::new() };
+    // `model.N` indices are contiguous from 0, so N never exceeds the node count; a larger one (a
+    // name such as `/model.99999999999/`) is not an Ultralytics module and would loop for ages.
+    if head_module > graph.nodes.len() {
+        return Vec::new();
+    }
     let neck = graph.nodes.iter().find(|n| matches!(n.op, Op::Resize(_))).and_then(Node::module);
     // Nodes computing only from initializers and constants (`Constant` split sizes of un-simplified
     // exports, often without a `model.N` name) are constants: they belong to no side of a cut.
@@ -414,4 +419,39 @@ fn freeze_points(graph: &Graph, modules: &[Module], head: &Head) -> Vec<FreezePo
         });
     }
     points
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use prost::Message;
+
+    use super::*;
+    use crate::proto::ModelProto;
+
+    const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/load/detect-static.onnx");
+
+    #[test]
+    fn a_huge_head_module_index_gives_no_freeze_points_instead_of_looping() {
+        let bytes = std::fs::read(SEED).expect("fuzz seed");
+        let mut proto = ModelProto::decode(bytes.as_slice()).expect("decodes");
+        for node in &mut proto.graph.as_mut().expect("graph").node {
+            node.name = node.name.as_ref().map(|n| n.replace("/model.3/", "/model.99999999999/"));
+        }
+        let model = Model::from_proto(proto, Path::new(SEED)).expect("loads");
+        let inspection = inspect(&model).expect("inspects");
+        assert_eq!(inspection.head.module, Some(99_999_999_999));
+        assert!(inspection.freeze_points.is_empty());
+    }
+
+    #[test]
+    fn parameters_of_a_zero_sized_weight_with_huge_dims_do_not_overflow() {
+        let bytes = std::fs::read(SEED).expect("fuzz seed");
+        let mut model = Model::from_bytes(&bytes, Path::new(SEED)).expect("loads");
+        let weight = model.graph.nodes[0].inputs[1].clone();
+        model.graph.initializer_dims.insert(weight.clone(), vec![1 << 40, 1 << 40, 0, 1]);
+        let uses = parameter_uses(&model.graph);
+        assert!(uses.iter().any(|(_, name, n)| *name == weight && *n == 0));
+    }
 }

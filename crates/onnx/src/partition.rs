@@ -245,7 +245,7 @@ impl Partition {
             };
             for name in weights {
                 if let Some(dims) = graph.initializer_dims.get(name) {
-                    parameter_count += dims.iter().product::<usize>();
+                    parameter_count += crate::tensor::numel(dims);
                     if !parameters.contains(name) {
                         parameters.push(name.clone());
                     }

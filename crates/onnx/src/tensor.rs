@@ -1,5 +1,6 @@
 //! Initializers and constants: `TensorProto` decoded into typed values, inline or from external data.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::proto::{TensorProto, tensor_proto::DataLocation, tensor_proto::DataType};
@@ -72,8 +73,14 @@ pub struct Tensor {
 impl Tensor {
     /// Number of elements the dims describe.
     pub fn numel(&self) -> usize {
-        self.dims.iter().product()
+        numel(&self.dims)
     }
+}
+
+/// Number of elements of `dims`, saturating: `[2^40, 2^40, 0]` is 0, not an overflow (a zero-sized
+/// tensor may have huge other dims and still decode from no data).
+pub fn numel(dims: &[usize]) -> usize {
+    dims.iter().fold(1usize, |acc, d| acc.saturating_mul(*d))
 }
 
 /// Number of elements of a `TensorProto` from its dims, without decoding it; `None` on a negative dim.
@@ -116,16 +123,30 @@ fn read_external(proto: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8
     };
     let (offset, length) = (parse("offset")?.unwrap_or(0), parse("length")?);
     let file = model_dir.map_or_else(|| Path::new(&location).to_path_buf(), |dir| dir.join(&location));
-    let bytes = std::fs::read(&file)
-        .map_err(|e| format!("external data file {} cannot be read: {e}", file.display()))?;
-    let start = usize::try_from(offset).map_err(|_| "offset too large".to_string())?;
-    let end = match length {
-        Some(len) => start.saturating_add(usize::try_from(len).map_err(|_| "length too large".to_string())?),
-        None => bytes.len(),
-    };
-    bytes.get(start..end).map(<[u8]>::to_vec).ok_or_else(|| {
-        format!("external data file {} has {} bytes; {start}..{end} requested", file.display(), bytes.len())
-    })
+    let cannot_read =
+        |e: std::io::Error| format!("external data file {} cannot be read: {e}", file.display());
+    // Only regular files, and never past their size: `/dev/zero`, a FIFO or `/proc/self/pagemap`
+    // (size 0, endless contents) read to the end would never finish or would fill memory.
+    let size = std::fs::metadata(&file).map_err(cannot_read)?;
+    if !size.is_file() {
+        return Err(format!("external data {} is not a regular file", file.display()));
+    }
+    let size = size.len();
+    let end = length.map_or(size, |len| offset.saturating_add(len));
+    if offset > end || end > size {
+        return Err(format!(
+            "external data file {} has {size} bytes; {offset}..{end} requested",
+            file.display()
+        ));
+    }
+    let mut reader = std::fs::File::open(&file).map_err(cannot_read)?;
+    reader.seek(SeekFrom::Start(offset)).map_err(cannot_read)?;
+    let mut bytes = Vec::new();
+    reader.take(end - offset).read_to_end(&mut bytes).map_err(cannot_read)?;
+    if bytes.len() as u64 != end - offset {
+        return Err(format!("external data file {} ended before byte {end}", file.display()));
+    }
+    Ok(bytes)
 }
 
 fn chunks<const N: usize, T>(bytes: &[u8], numel: usize, f: impl Fn([u8; N]) -> T) -> Result<Vec<T>, String> {
@@ -203,5 +224,29 @@ mod tests {
         assert_eq!(decode(&p, Some(dir.path())).map(|t| t.data), Ok(TensorData::F32(vec![1.0])));
         std::fs::remove_file(dir.path().join("w.bin")).expect("rm");
         assert!(decode(&p, Some(dir.path())).is_err_and(|e| e.contains("w.bin")));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn external_data_in_a_device_or_proc_file_is_an_error_not_an_endless_read() {
+        let external = |location: &str| {
+            let mut p = proto(DataType::Float, vec![1]);
+            p.data_location = Some(DataLocation::External as i32);
+            p.external_data = vec![crate::proto::StringStringEntryProto {
+                key: Some("location".into()),
+                value: Some(location.into()),
+            }];
+            decode(&p, Some(Path::new("/tmp")))
+        };
+        assert!(external("/dev/zero").is_err_and(|e| e.contains("not a regular file")));
+        // A regular file of size 0 whose contents never end (8 bytes per page of address space).
+        assert!(external("/proc/self/pagemap").is_err_and(|e| e.contains("has 0 bytes")));
+    }
+
+    #[test]
+    fn numel_of_a_zero_sized_tensor_with_huge_dims_is_zero_not_an_overflow() {
+        assert_eq!(numel(&[1 << 40, 1 << 40, 0, 1]), 0);
+        assert_eq!(numel(&[1 << 40, 1 << 40]), usize::MAX);
+        assert_eq!(numel(&[]), 1);
     }
 }
