@@ -222,7 +222,7 @@ mod with_onnxruntime {
         let dir = tempfile::tempdir().expect("tempdir");
         let images = synth(dir.path(), "9", 24, "256x192");
         let teacher = batch_dynamic_demo(dir.path());
-        let (one, _) = label(&teacher, &images, &dir.path().join("s1"), &["--batch", "4"]);
+        let (one, _) = label(&teacher, &images, &dir.path().join("s1"), &["--batch", "4", "--streams", "1"]);
         let (two, two_calls) = label(
             &teacher,
             &images,

@@ -43,17 +43,18 @@ pub struct Args {
     /// Also store the N best pre-NMS candidates per image in the soft-score file.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub topk: usize,
-    /// Image decoding and letterboxing threads.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
+    /// Image decoding and letterboxing threads [default: a quarter of the cores, at least 1].
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Images per inference call when the teacher's batch is dynamic (a fixed batch is used as is).
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
-    /// Inference sessions running in parallel, sharing `--threads` (each gets threads/streams).
-    /// For a small teacher on few cores two 1-thread sessions outrun one 2-thread session
-    /// (docs/BENCHMARKS.md); each session holds its own copy of the model.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub streams: u16,
+    /// Inference sessions running in parallel, sharing `--threads` (each gets threads/streams) and
+    /// each holding its own copy of the model [default: 2 on the CPU provider with 2 or more
+    /// threads, else 1]. On a CPU two sessions of half the threads outrun one session
+    /// (docs/BENCHMARKS.md); on a GPU each session would build its own engine.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub streams: Option<u16>,
     /// Copy images into DATASET/images instead of symlinking them.
     #[arg(long)]
     pub copy_images: bool,
@@ -97,15 +98,22 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
     use headroom_infer::label::pipeline::PipelineSettings;
     use headroom_infer::label::{LabelRequest, label_folder};
 
-    let streams = usize::from(args.streams);
     let mut options = args.provider.session_options();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = match options.intra_threads {
+        0 => cores,
+        n => n,
+    };
+    let cpu_only = options.providers.iter().all(|p| *p == headroom_infer::provider::ExecutionProvider::Cpu);
+    let streams = match args.streams {
+        Some(n) => usize::from(n),
+        None if cpu_only && threads >= 2 => 2,
+        None => 1,
+    };
     if streams > 1 {
-        let total = match options.intra_threads {
-            0 => std::thread::available_parallelism().map_or(1, usize::from),
-            n => n,
-        };
-        options.intra_threads = (total / streams).max(1);
+        options.intra_threads = (threads / streams).max(1);
     }
+    let workers = args.workers.unwrap_or_else(|| cores.div_ceil(4)).max(1);
     let mut teachers = (0..streams)
         .map(|_| headroom_infer::detector::Detector::open(&args.teacher, &options))
         .collect::<Result<Vec<_>, _>>()
@@ -119,7 +127,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
         class_map,
         copy_images: args.copy_images,
         force: args.force,
-        pipeline: PipelineSettings { workers: args.workers, batch: args.batch, queue: 4 * args.batch.max(4) },
+        pipeline: PipelineSettings { workers, batch: args.batch, queue: 4 * args.batch.max(4) },
     };
     let bar = super::progress::bar(0, "label");
     let manifest = label_folder(&mut teachers, &request, &|done, total| {
