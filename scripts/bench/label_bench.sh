@@ -10,27 +10,31 @@
 # Teachers: .deps/teachers/ (git-ignored), made by scripts/fixtures/make_teachers.py if missing
 # (the small one in seconds, the large one in ~10 minutes of CPU).
 #
-# Usage: scripts/bench/label_bench.sh [--threads 2] [--images 256] [--runs 3] [--out runs/bench/label]
+# Usage: scripts/bench/label_bench.sh [--threads 2] [--images 256] [--small-images N] [--runs 3] [--out runs/bench/label]
 #        [--headroom target/release/headroom] [--skip-headroom] [--label-args "--workers 2 --batch 8"]
-# --threads is ONNX Runtime's intra-op thread count for every contender (headroom label --threads);
+# --only small|large runs one teacher. --small-images: images for the small teacher (default --images; a 256-image run of it lasts ~1 s,
+# so use more for stable numbers). --threads is ONNX Runtime's intra-op thread count for every
+# contender (headroom label --threads);
 # --label-args passes more options to every `headroom label` call.
 # Needs: a built headroom (release build for real numbers: cargo build --release -p headroom-cli),
 # the Ultralytics dev env (scripts/ultralytics-env.sh). Dev tool, never in CI.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-threads=2 images=256 runs=3 out=runs/bench/label skip_headroom=0 label_args=""
+threads=2 images=256 small_images="" only="" runs=3 out=runs/bench/label skip_headroom=0 label_args=""
 headroom=${HEADROOM:-${CARGO_TARGET_DIR:-$root/target}/release/headroom}
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --images) images=$2; shift 2 ;;
+    --small-images) small_images=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --headroom) headroom=$2; shift 2 ;;
     --skip-headroom) skip_headroom=1; shift ;;
     --label-args) label_args=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "label_bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,8 +54,9 @@ teachers=.deps/teachers
 [ -f "$teachers/yolov8s-shapes-640-batch.onnx" ] || python scripts/fixtures/make_teachers.py --headroom "$headroom" --only large \
   || fail "make_teachers.py --only large"
 
-echo "== data ($images images per teacher)" >&2
-"$headroom" -q synth --preset base --seed 21 --train 1 --val "$images" --out "$out/data-160" || fail "headroom synth"
+small_images=${small_images:-$images}
+echo "== data ($small_images images for the small teacher, $images for the large one)" >&2
+"$headroom" -q synth --preset base --seed 21 --train 1 --val "$small_images" --out "$out/data-160" || fail "headroom synth"
 "$headroom" -q synth --preset base --seed 22 --train 1 --val $((images * 16)) --size 160x120 --out "$out/tiles-src" \
   || fail "headroom synth (tiles)"
 python scripts/bench/tile.py --src "$out/tiles-src/images/val" --out "$out/data-640" --grid 4x4 --count "$images" >/dev/null \
@@ -83,7 +88,7 @@ m = json.load(open(sys.argv[1]))
 wall = float(sys.argv[3]) - float(sys.argv[2])
 print(json.dumps({"manifest_images_per_s": m.get("images_per_second"), "manifest_wall_s": m.get("wall_seconds"),
                   "command_wall_s": wall, "images": m.get("counts", {}).get("labelled"),
-                  "batch": m.get("batch"), "workers": m.get("workers"), "provider": m.get("provider")}))
+                  "batch": m.get("batch"), "workers": m.get("workers"), "streams": m.get("streams", 1), "provider": m.get("provider")}))
 PY
 )")
     echo "headroom label ($tag) run $run: ${rates[-1]} ($load)" >&2
@@ -98,6 +103,7 @@ print(json.dumps({"images_per_s_best": max(r), "images_per_s_median": statistics
 
 for case in "${cases[@]}"; do
   IFS='|' read -r name teacher imgsz data dynamic <<<"$case"
+  [ -z "$only" ] || [ "$only" = "$name" ] || continue
   dir="$out/$name"
   mkdir -p "$dir"
   echo "== $name teacher: $teacher at $imgsz ($(uptime))" >&2

@@ -38,7 +38,7 @@ def teacher_table(folder, name):
         if result:
             run = result["runs"][0]
             agreement = load(folder / f"agreement-{tag}.json")
-            note = f"batch {run.get('batch')}, {run.get('workers')} workers"
+            note = f"batch {run.get('batch')}, {run.get('streams', 1)} streams, {run.get('workers')} workers"
             if agreement:
                 note += f"; agreement {100 * agreement['match_fraction']:.2f} %"
             lines.append(row(label, result, bare, ultra, note))

@@ -167,7 +167,6 @@ pub fn check(model: &Model, report: &Inspection, options: &CheckOptions) -> anyh
         let mut ours_times = Vec::new();
         let targets: Vec<&str> = timed_names.iter().map(String::as_str).collect();
         let (mut session, _) = headroom_infer::runtime::open_session(&model.path, &session_options)?;
-        let _ = &mut session;
         for _ in 0..options.repeat {
             let start = Instant::now();
             headroom_infer::probe::run_session(&mut session, &model.graph.inputs[0].name, &shape, &values)?;

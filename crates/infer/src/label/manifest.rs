@@ -112,9 +112,13 @@ pub struct LabelManifest {
     pub skipped: Vec<SkippedImage>,
     /// Human label files kept, and where the teacher's labels went.
     pub conflicts: Vec<Conflict>,
-    /// Wall time of the run, seconds.
+    /// Wall time of the whole run (teacher hashing, planning, warm-up, labelling), seconds.
     pub wall_seconds: f64,
-    /// Images labelled per second of wall time.
+    /// Time of the labelling pipeline itself (first image read to last file committed), seconds.
+    #[serde(default)]
+    pub pipeline_seconds: f64,
+    /// Images labelled per second of pipeline time (the throughput; warm-up and setup excluded, as
+    /// a bare inference loop excludes its first call).
     pub images_per_second: f64,
 }
 
