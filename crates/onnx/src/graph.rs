@@ -24,11 +24,26 @@ pub struct Node {
 }
 
 impl Node {
+    /// The inputs that can hold a layer's parameters: a Conv's weight and bias, both operands of a
+    /// MatMul; empty for other ops. (Which of them are initializers is the graph's to say.)
+    pub fn parameter_inputs(&self) -> &[String] {
+        match self.op {
+            Op::Conv(_) => self.inputs.get(1..).unwrap_or_default(),
+            Op::MatMul => &self.inputs,
+            _ => &[],
+        }
+    }
+
     /// The Ultralytics module index from the node name (`/model.22/cv2.0/...` gives 22).
     pub fn module(&self) -> Option<usize> {
         let rest = self.name.split('/').find_map(|part| part.strip_prefix("model."))?;
         rest.split('.').next()?.parse().ok()
     }
+}
+
+/// Which node (index into `nodes`) makes each tensor.
+pub fn producers(nodes: &[Node]) -> HashMap<&str, usize> {
+    nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |o| (o.as_str(), i))).collect()
 }
 
 /// A graph input or output: name, element type, declared shape.

@@ -330,12 +330,7 @@ fn output_info(output: &crate::graph::ValueInfo, classes: usize) -> OutputInfo {
 pub fn parameter_uses(graph: &Graph) -> Vec<(Option<usize>, &str, usize)> {
     let mut out = Vec::new();
     for node in &graph.nodes {
-        let weights = match node.op {
-            Op::Conv(_) => node.inputs.get(1..).unwrap_or_default(),
-            Op::MatMul => &node.inputs[..],
-            _ => continue,
-        };
-        for name in weights {
+        for name in node.parameter_inputs() {
             if let Some(dims) = graph.initializer_dims.get(name) {
                 out.push((node.module(), name.as_str(), crate::tensor::numel(dims)));
             }

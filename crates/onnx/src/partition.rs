@@ -15,7 +15,6 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::inspect::Inspection;
-use crate::ops::Op;
 
 /// Which part of the model trains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -118,12 +117,7 @@ impl Partition {
             .flat_map(|l| [l.box_output.clone(), l.class_output.clone()])
             .collect();
 
-        let producer: HashMap<&str, usize> = graph
-            .nodes
-            .iter()
-            .enumerate()
-            .flat_map(|(i, n)| n.outputs.iter().map(move |o| (o.as_str(), i)))
-            .collect();
+        let producer = crate::graph::producers(&graph.nodes);
         let mut needed = HashSet::new();
         let mut stack: Vec<&str> = head_outputs.iter().map(String::as_str).collect();
         while let Some(t) = stack.pop() {
@@ -237,13 +231,7 @@ impl Partition {
         let mut parameters: Vec<String> = Vec::new();
         let mut parameter_count = 0;
         for &i in trainable_nodes.iter().collect::<std::collections::BTreeSet<_>>() {
-            let node = &graph.nodes[i];
-            let weights = match node.op {
-                Op::Conv(_) => node.inputs.get(1..).unwrap_or_default(),
-                Op::MatMul => &node.inputs[..],
-                _ => continue,
-            };
-            for name in weights {
+            for name in graph.nodes[i].parameter_inputs() {
                 if let Some(dims) = graph.initializer_dims.get(name) {
                     parameter_count += crate::tensor::numel(dims);
                     if !parameters.contains(name) {

@@ -94,12 +94,7 @@ impl Executor {
     /// Indices of the nodes needed to compute `targets` from `known` tensors (graph inputs,
     /// initializers and anything in `known` are leaves), in graph order.
     pub fn nodes_for(&self, targets: &[&str], known: &HashSet<&str>) -> Result<Vec<usize>> {
-        let producer: HashMap<&str, usize> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .flat_map(|(i, n)| n.outputs.iter().map(move |o| (o.as_str(), i)))
-            .collect();
+        let producer = headroom_onnx::graph::producers(&self.nodes);
         let mut needed = HashSet::new();
         let mut stack: Vec<&str> = targets.to_vec();
         let mut seen = HashSet::new();
