@@ -1,8 +1,8 @@
 //! Our letterbox against Ultralytics' own `LetterBox` on a real image
 //! (tests/fixtures/letterbox, made by scripts/fixtures/letterbox_golden.py).
 
-use std::path::PathBuf;
-
+mod common;
+use common::{compare, fixtures};
 use headroom_core::imageio::read_rgb;
 use headroom_core::letterbox::{Letterbox, LetterboxOptions};
 use image::RgbImage;
@@ -21,10 +21,6 @@ struct Case {
     resized: [u32; 2],
     pad_left_top_right_bottom: [u32; 4],
     output_size: [u32; 2],
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/letterbox")
 }
 
 #[test]
@@ -48,19 +44,7 @@ fn letterbox_matches_ultralytics_geometry_and_pixels() {
         let ours = geometry.apply(&input);
         let theirs = read_rgb(&dir.join(format!("{}.png", case.name))).expect("golden png");
         assert_eq!(ours.dimensions(), theirs.dimensions(), "{}", case.name);
-        let (mut max, mut differing, mut worst) = (0u8, 0usize, (0, 0));
-        for (x, y, p) in ours.enumerate_pixels() {
-            let q = theirs.get_pixel(x, y);
-            let d = (0..3).map(|c| p[c].abs_diff(q[c])).max().unwrap_or(0);
-            if d > 0 {
-                differing += 1;
-            }
-            if d > max {
-                max = d;
-                worst = (x, y);
-            }
-        }
-        let share = differing as f64 / f64::from(ours.width() * ours.height());
+        let (max, worst, share) = compare(&ours, &theirs);
         report.push(format!(
             "{}: max diff {max} at {worst:?}, {:.3}% pixels differ",
             case.name,

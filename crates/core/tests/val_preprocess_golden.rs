@@ -2,8 +2,8 @@
 //! (tests/fixtures/letterbox/val_*, made by scripts/fixtures/val_preprocess_golden.py): the model
 //! input it builds and the label boxes its validator matches against.
 
-use std::path::PathBuf;
-
+mod common;
+use common::{compare, fixtures};
 use headroom_core::dataset::YoloLabel;
 use headroom_core::imageio::read_rgb;
 use headroom_core::letterbox::LetterboxOptions;
@@ -25,24 +25,6 @@ struct Case {
     labels: Vec<(usize, f32, f32, f32, f32)>,
     classes: Vec<usize>,
     boxes: Vec<[f32; 4]>,
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/letterbox")
-}
-
-/// Largest per-channel difference, where, and the share of pixels that differ at all.
-fn compare(ours: &image::RgbImage, theirs: &image::RgbImage) -> (u8, (u32, u32), f64) {
-    let (mut max, mut differing, mut worst) = (0u8, 0usize, (0, 0));
-    for (x, y, p) in ours.enumerate_pixels() {
-        let q = theirs.get_pixel(x, y);
-        let d = (0..3).map(|c| p[c].abs_diff(q[c])).max().unwrap_or(0);
-        differing += usize::from(d > 0);
-        if d > max {
-            (max, worst) = (d, (x, y));
-        }
-    }
-    (max, worst, differing as f64 / f64::from(ours.width() * ours.height()))
 }
 
 #[test]
