@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use headroom_core::boxes::NmsMode;
 use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
 use headroom_core::preprocess::Preprocess;
 use headroom_infer::decode::DecodeOptions;
@@ -10,6 +9,7 @@ use headroom_infer::eval::EvalReport;
 use headroom_infer::provider::SessionOptions;
 
 use super::Outcome;
+use super::decode_args::DecodeArgs;
 
 /// Arguments of `headroom eval`.
 #[derive(Debug, clap::Args)]
@@ -23,18 +23,9 @@ pub struct Args {
     /// Which split to evaluate.
     #[arg(long, value_enum, default_value_t = SplitArg::Val)]
     pub split: SplitArg,
-    /// Minimum confidence of a detection (Ultralytics `val` uses 0.001).
-    #[arg(long, default_value_t = 0.001)]
-    pub conf: f32,
-    /// NMS IoU threshold.
-    #[arg(long, default_value_t = 0.7)]
-    pub iou: f32,
-    /// Maximum detections per image.
-    #[arg(long, default_value_t = 300)]
-    pub max_det: usize,
-    /// Class-agnostic NMS.
-    #[arg(long)]
-    pub agnostic_nms: bool,
+    /// Detection thresholds.
+    #[command(flatten)]
+    pub thresholds: DecodeArgs,
     /// How to prepare images and where to match boxes: `val` reproduces Ultralytics' `val`
     /// (resize the long side first, letterbox without enlarging, match in model-input pixels);
     /// `predict` prepares images as `headroom label` and Ultralytics' `predict` do and matches in
@@ -104,13 +95,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         args.data.display(),
         split.split
     );
-    let decode = DecodeOptions {
-        confidence: args.conf,
-        iou: args.iou,
-        max_detections: args.max_det,
-        nms: if args.agnostic_nms { NmsMode::ClassAgnostic } else { NmsMode::ClassAware },
-        ..DecodeOptions::val()
-    };
+    let decode = args.thresholds.apply(DecodeOptions::val())?;
     let session = args.provider.session_options();
     let report = evaluate(args, &config, &split.images, &decode, &session)?;
     if args.json {

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use headroom_core::boxes::NmsMode;
 use headroom_infer::decode::DecodeOptions;
 
 use super::Outcome;
+use super::decode_args::DecodeArgs;
 use super::provider_args::ProviderArgs;
 
 /// Arguments of `headroom label`.
@@ -21,18 +21,9 @@ pub struct Args {
     /// The dataset folder to write (Ultralytics layout); a rerun resumes it.
     #[arg(long, value_name = "DATASET")]
     pub out: PathBuf,
-    /// Minimum confidence of a kept box.
-    #[arg(long, default_value_t = 0.25)]
-    pub conf: f32,
-    /// NMS IoU threshold.
-    #[arg(long, default_value_t = 0.7)]
-    pub iou: f32,
-    /// Maximum boxes per image.
-    #[arg(long, default_value_t = 300)]
-    pub max_det: usize,
-    /// Class-agnostic NMS.
-    #[arg(long)]
-    pub agnostic_nms: bool,
+    /// Detection thresholds.
+    #[command(flatten)]
+    pub thresholds: DecodeArgs,
     /// Teacher → student classes: a file, or inline `0=2,1=0` (teacher id or name = student id).
     /// Unmapped teacher classes are dropped and counted.
     #[arg(long, value_name = "MAP")]
@@ -71,8 +62,6 @@ pub struct Args {
 
 /// Runs `headroom label`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    anyhow::ensure!((0.0..=1.0).contains(&args.conf), "--conf {} is not in [0, 1]", args.conf);
-    anyhow::ensure!((0.0..=1.0).contains(&args.iou), "--iou {} is not in [0, 1]", args.iou);
     anyhow::ensure!(args.min_box >= 0.0, "--min-box {} is negative", args.min_box);
     let class_map = match &args.class_map {
         None => None,
@@ -83,13 +72,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         }
         Some(spec) => Some(("--class-map".to_string(), spec.clone())),
     };
-    let decode = DecodeOptions {
-        confidence: args.conf,
-        iou: args.iou,
-        max_detections: args.max_det,
-        nms: if args.agnostic_nms { NmsMode::ClassAgnostic } else { NmsMode::ClassAware },
-        ..DecodeOptions::predict()
-    };
+    let decode = args.thresholds.apply(DecodeOptions::predict())?;
     label(args, decode, class_map)
 }
 

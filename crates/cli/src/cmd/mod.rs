@@ -1,5 +1,6 @@
 //! Subcommands, one file each.
 
+mod decode_args;
 mod doctor;
 mod eval;
 mod inspect;
