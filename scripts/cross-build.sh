@@ -14,7 +14,8 @@
 #        QEMU_CPU              default cortex-a76 (closest qemu CPU to Orin's Cortex-A78AE)
 #        HEADROOM_MIN_RUST     oldest acceptable Debian rustc (default: rust-version in Cargo.toml)
 #        CROSS_CARGO           the cargo to drive Debian's rustc with (default: see pick_cargo)
-set -euo pipefail
+# shellcheck source=lib/errtrap.sh
+source "$(dirname "$0")/lib/errtrap.sh"
 
 TARGET=aarch64-unknown-linux-gnu
 PACKAGES=(rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
@@ -27,12 +28,12 @@ prefix="${HEADROOM_QEMU_PREFIX:-$root/.deps/qemu-prefix}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/headroom/target-aarch64}"
 
 fail() { echo "cross-build: error: $*" >&2; exit 1; }
-step() { echo "cross-build: $*" >&2; }
+step() { headroom_step "$*"; echo "cross-build: $*" >&2; }
 
 # The workspace's rust-version (e.g. 1.92): HEADROOM_MIN_RUST, else the root Cargo.toml's, else 0.
 required_rust() {
   local v="${HEADROOM_MIN_RUST:-}"
-  [ -n "$v" ] || v=$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$root/Cargo.toml" 2>/dev/null | head -n1)
+  [ -n "$v" ] || v=$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$root/Cargo.toml" 2>/dev/null | head -n1 || true)
   echo "${v:-0}"
 }
 
@@ -42,10 +43,12 @@ version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ];
 # Upstream version (1.96.0) of an installed or candidate Debian version (1.96.0+dfsg1-1~deb12u1).
 upstream() { sed 's/^[0-9]*://; s/[+~-].*//'; }
 
-installed_version() { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null \
+# The installed Debian version of a package, or nothing. Never fails: dpkg-query exits 1 for a
+# package it does not know, which under pipefail and errexit would end the script silently.
+installed_version() { { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null || true; } \
   | sed -n 's/^install ok installed //p'; }
 
-candidate_version() { apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -v '(none)' || true; }
+candidate_version() { { apt-cache policy "$1" 2>/dev/null || true; } | sed -n 's/^ *Candidate: //p' | grep -v '(none)' || true; }
 
 # ------------------------------------------------------------------------------------------
 # setup
@@ -211,7 +214,7 @@ pick_cargo() {
   if [ -n "${CROSS_CARGO:-}" ]; then echo "$CROSS_CARGO"; return; fi
   local rustc_minor cargo_minor
   rustc_minor=$("$DEBIAN_RUSTC" --version | awk '{print $2}' | cut -d. -f1-2)
-  cargo_minor=$(/usr/bin/cargo --version 2>/dev/null | awk '{print $2}' | cut -d. -f1-2)
+  cargo_minor=$({ /usr/bin/cargo --version 2>/dev/null || true; } | awk '{print $2}' | cut -d. -f1-2)
   if [ -n "$cargo_minor" ] && [ "$cargo_minor" = "$rustc_minor" ]; then echo /usr/bin/cargo; return; fi
   command -v cargo >/dev/null || fail "no cargo found: apt-get install cargo-web (scripts/cross-build.sh setup)"
   step "note: /usr/bin/cargo is ${cargo_minor:-missing}, not $rustc_minor; using $(command -v cargo)"

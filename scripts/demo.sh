@@ -5,11 +5,12 @@
 #   3. evaluates the shipped demo model (models/demo/yolov8n-shapes-160.onnx) on both
 # The gap between the two is what on-device retraining recovers (later: label → train → export).
 # Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build.
-set -euo pipefail
+# shellcheck source=lib/errtrap.sh
+source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 fail() { echo "demo.sh: FAILED: $*" >&2; exit 1; }
-stage() { printf '\n== %s\n' "$*" >&2; }
+stage() { headroom_step "$*"; printf '\n== %s\n' "$*" >&2; }
 
 model=models/demo/yolov8n-shapes-160.onnx
 out=${HEADROOM_DEMO_OUT:-demo-out}

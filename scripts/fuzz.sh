@@ -9,7 +9,8 @@
 # cargo-fuzz wants a nightly compiler for its -Z flags; RUSTC_BOOTSTRAP=1 lets the stable one accept
 # them, and `--sanitizer none` needs no ASan runtime (panics, aborts, timeouts and the RSS limit are
 # still caught; out-of-bounds reads in unsafe code would not be, and headroom has none).
-set -euo pipefail
+# shellcheck source=lib/errtrap.sh
+source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -22,7 +23,7 @@ seeds="$root/fuzz/seeds/load"      # committed, read-only (crates/onnx/tests/fuz
 artifacts="$root/fuzz/artifacts/load"
 
 fail() { echo "fuzz.sh: FAILED: $*" >&2; exit 1; }
-step() { echo "fuzz.sh: $*" >&2; }
+step() { headroom_step "$*"; echo "fuzz.sh: $*" >&2; }
 
 [[ "$seconds" =~ ^[0-9]+$ ]] || fail "SECONDS must be a whole number, not '$seconds'"
 command -v cargo >/dev/null || fail "cargo not found"
@@ -59,7 +60,7 @@ RUSTC_BOOTSTRAP=1 "${fuzz[@]}" "$corpus" "$seeds" -- \
 found=$(find "$artifacts" -type f -newer "$started" | sort)
 if [ "$status" -ne 0 ] || [ -n "$found" ]; then
   # From the first sign of trouble (panic message, libFuzzer's crash/timeout/OOM report) on.
-  first_error=$(grep -n -m1 -E 'panicked at|ERROR: libFuzzer' "$log" | cut -d: -f1)
+  first_error=$({ grep -n -m1 -E 'panicked at|ERROR: libFuzzer' "$log" || true; } | cut -d: -f1)
   if [ -n "$first_error" ]; then
     tail -n +"$first_error" "$log" | grep -v '^#[0-9]' | head -n 120 >&2
   else

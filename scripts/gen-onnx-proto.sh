@@ -9,7 +9,8 @@
 #   3. builds a throwaway cargo project in a temp folder that runs prost-build =0.14.6 on it;
 #   4. writes crates/onnx/src/proto/onnx.rs with a header saying how it was made.
 # Needs network (pip, crates.io) unless the wheel and crates are cached. Run from anywhere.
-set -euo pipefail
+# shellcheck source=/dev/null
+source "$(dirname "$0")/lib/errtrap.sh"
 
 ONNX_VERSION="${ONNX_VERSION:-1.23.2}"
 PROST_VERSION="0.14.6"

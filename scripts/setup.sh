@@ -10,7 +10,8 @@
 #                              tch's 7-minute C++ build is redone whenever LIBTORCH's path changes.
 #        HEADROOM_WHEEL_CACHE  folder for downloaded wheels (default $HEADROOM_DEPS/wheels).
 # .deps/env.sh is always written inside the checkout.
-set -euo pipefail
+# shellcheck source=lib/errtrap.sh
+source "$(dirname "$0")/lib/errtrap.sh"
 
 TORCH_VERSION=2.13.0
 CUDART_VERSION=13.0.96   # libcudart.so.13: libtorch_cpu links it even on CPU
@@ -23,7 +24,7 @@ wheels="${HEADROOM_WHEEL_CACHE:-$deps/wheels}"
 mkdir -p "$deps" "$wheels" "$root/.deps"
 
 fail() { echo "setup: error: $*" >&2; exit 1; }
-step() { echo "setup: $*" >&2; }
+step() { headroom_step "$*"; echo "setup: $*" >&2; }
 
 command -v python3 >/dev/null || fail "python3 is needed to download the pinned wheels (apt-get install python3 python3-pip)"
 python3 -m pip --version >/dev/null 2>&1 || fail "pip is needed (apt-get install python3-pip)"

@@ -2,11 +2,12 @@
 # The README's test command: installs the native dependencies (scripts/setup.sh), then runs every
 # test of the workspace with libtorch and ONNX Runtime for real, clippy and rustfmt.
 # Env: CARGO_TARGET_DIR (keep it between runs: the first libtorch build takes ~7 minutes).
-set -euo pipefail
+# shellcheck source=lib/errtrap.sh
+source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-stage() { printf '\n== %s\n' "$*" >&2; }
+stage() { headroom_step "$*"; printf '\n== %s (at %ss)\n' "$*" "$SECONDS" >&2; }
 fail() { echo "test.sh: FAILED: $*" >&2; exit 1; }
 
 command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rustup.rs is not reachable here; use the machine's toolchain)"

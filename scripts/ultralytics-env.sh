@@ -3,7 +3,8 @@
 # Ultralytics is a development tool here: fixtures, golden numbers, peer benchmarks.
 # It is never a dependency of the product or of `cargo test` (DESIGN.md).
 # Usage: scripts/ultralytics-env.sh   then   source .deps/ultralytics.env
-set -euo pipefail
+# shellcheck source=/dev/null
+source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.deps/ultralytics"
 pins=(ultralytics==8.4.190 torch==2.13.0 torchvision==0.28.0 onnx==1.23.2 onnxslim==0.1.98

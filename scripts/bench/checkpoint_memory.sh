@@ -5,7 +5,8 @@
 #
 # MODEL: a full-width YOLOv8n export with a dynamic input (scripts/fixtures/make_teachers.py makes
 # .deps/teachers/yolov8n-shapes-160-dyn.onnx). Prints one JSON line per run and the machine load.
-set -euo pipefail
+# shellcheck source=/dev/null
+source "$(dirname "$0")/../lib/errtrap.sh"
 cd "$(dirname "$0")/../.."
 model=${1:?usage: checkpoint_memory.sh MODEL.onnx [IMGSZ] [BATCH] [THREADS]}
 imgsz=${2:-640}

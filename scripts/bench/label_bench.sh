@@ -18,7 +18,8 @@
 # --label-args passes more options to every `headroom label` call.
 # Needs: a built headroom (release build for real numbers: cargo build --release -p headroom-cli),
 # the Ultralytics dev env (scripts/ultralytics-env.sh). Dev tool, never in CI.
-set -euo pipefail
+# shellcheck source=/dev/null
+source "$(dirname "$0")/../lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 threads=2 images=256 small_images="" only="" runs=3 out=runs/bench/label skip_headroom=0 label_args=""
