@@ -165,6 +165,23 @@ pub enum ImageProblem {
         /// What is wrong.
         reason: String,
     },
+    /// More pixels than [`crate::imageio::MAX_PIXELS`]: refused before decoding (a decompression bomb
+    /// or a damaged header; Pillow, and so Ultralytics, refuses it too).
+    #[error("image size {width}x{height} is more than {limit} pixels (refused before decoding)")]
+    TooLarge {
+        /// Declared width.
+        width: u32,
+        /// Declared height.
+        height: u32,
+        /// The limit.
+        limit: u64,
+    },
+    /// libjpeg refused the JPEG data.
+    #[error("JPEG does not decode: {message}")]
+    Jpeg {
+        /// libjpeg's message.
+        message: String,
+    },
     /// The file content is not an image format headroom reads (PNG, JPEG, BMP, WebP).
     #[error("not a PNG, JPEG, BMP or WebP file (convert it to one of these)")]
     UnknownFormat,

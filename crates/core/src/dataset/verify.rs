@@ -5,12 +5,11 @@
 //! data after the marker decodes (rewritten, kept). headroom walks the JPEG markers to tell the two
 //! apart, skips the first and keeps the second with a warning.
 
-use std::io::Cursor;
 use std::path::Path;
 
-use image::metadata::Orientation;
-use image::{ImageDecoder, ImageFormat, ImageReader};
+use image::ImageFormat;
 
+use crate::imageio::{decode_rgb, read_header};
 use crate::{Error, ImageProblem, Result};
 
 /// What [`verify_image`] learned about a usable image.
@@ -25,36 +24,30 @@ pub struct ImageInfo {
 }
 
 /// Checks an image file and returns its size. An error means the image must be skipped: unreadable,
-/// not an image, a header that does not decode, smaller than 10 pixels, a broken PNG, or a JPEG that
-/// is truncated so that it does not decode. Every error names `path`.
+/// not an image, a header that does not decode, smaller than 10 pixels or larger than
+/// [`crate::imageio::MAX_PIXELS`], a broken PNG, or a JPEG that is truncated so that it does not
+/// decode. Every error names `path`.
 pub fn verify_image(path: &Path) -> Result<ImageInfo> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    verify_bytes(path, &bytes)
+}
+
+/// [`verify_image`] on the bytes of `path`, already read.
+pub fn verify_bytes(path: &Path, bytes: &[u8]) -> Result<ImageInfo> {
     let corrupt = |problem| Error::CorruptImage { path: path.to_path_buf(), problem };
-    let reader =
-        ImageReader::new(Cursor::new(&bytes)).with_guessed_format().map_err(|e| Error::io(path, e))?;
-    let format = reader.format().ok_or_else(|| corrupt(ImageProblem::UnknownFormat))?;
-    let image_error = |source| Error::Image { path: path.to_path_buf(), source };
-    let mut decoder = reader.into_decoder().map_err(image_error)?;
-    let (w, h) = decoder.dimensions();
-    let (width, height) = match decoder.orientation().unwrap_or(Orientation::NoTransforms) {
-        Orientation::Rotate90
-        | Orientation::Rotate270
-        | Orientation::Rotate90FlipH
-        | Orientation::Rotate270FlipH => (h, w),
-        _ => (w, h),
-    };
+    let header = read_header(path, bytes)?;
+    let (width, height) = header.displayed_size();
     if width < 10 || height < 10 {
         return Err(corrupt(ImageProblem::TooSmall { width, height }));
     }
     let mut warning = None;
-    match format {
-        ImageFormat::Png => check_png_chunks(&bytes).map_err(corrupt)?,
+    match header.format {
+        ImageFormat::Png => check_png_chunks(bytes).map_err(corrupt)?,
         ImageFormat::Jpeg if !bytes.ends_with(&[0xFF, 0xD9]) => {
-            if !jpeg_reaches_end_marker(&bytes) {
+            if !jpeg_reaches_end_marker(bytes) {
                 return Err(corrupt(ImageProblem::JpegTruncated));
             }
-            let reader = ImageReader::with_format(Cursor::new(&bytes), ImageFormat::Jpeg);
-            reader.decode().map_err(image_error)?;
+            decode_rgb(path, bytes)?;
             warning = Some(corrupt(ImageProblem::JpegTrailingData));
         }
         _ => {}
@@ -121,7 +114,7 @@ fn check_png_chunks(bytes: &[u8]) -> std::result::Result<(), ImageProblem> {
 }
 
 /// CRC-32 (ISO-HDLC, the PNG one).
-fn crc32(data: &[u8]) -> u32 {
+pub(crate) fn crc32(data: &[u8]) -> u32 {
     const TABLE: [u32; 256] = {
         let mut table = [0u32; 256];
         let mut n = 0;

@@ -1,4 +1,5 @@
-//! Shared by the golden tests against Ultralytics' letterbox and val preprocessing.
+//! Shared by the golden tests (letterbox, val preprocessing, JPEG decoding).
+#![allow(dead_code)] // each test crate uses a part of this module
 
 use std::path::PathBuf;
 

@@ -1,0 +1,194 @@
+//! Reading images as the models see them: the RGB bytes `cv2.imread(path, IMREAD_COLOR)` gives
+//! (what Ultralytics trains, validates and predicts on), EXIF orientation applied.
+//!
+//! JPEG goes through libjpeg-turbo's code ([`jpeg`]); PNG, BMP and WebP through the `image` crate,
+//! whose lossless decoders give the same bytes as OpenCV's. Every image's declared size is checked
+//! against [`MAX_PIXELS`] before any pixel is decoded, so a header claiming 100000×100000 pixels is
+//! refused instead of aborting the process on a 30 GB allocation.
+
+pub mod jpeg;
+
+use std::io::Cursor;
+use std::path::Path;
+
+use image::metadata::Orientation;
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
+
+use crate::{Error, ImageProblem, Result};
+
+/// The most pixels an image may have: Pillow's `DecompressionBombError` threshold (twice its
+/// `MAX_IMAGE_PIXELS` of 89,478,485), so headroom refuses what Ultralytics' checks refuse. About
+/// 537 MB as RGB, e.g. 16384×10922.
+pub const MAX_PIXELS: u64 = 178_956_970;
+
+/// An image's format, size and orientation, from its headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageHeader {
+    /// The container format.
+    pub format: ImageFormat,
+    /// Stored width, before orientation.
+    pub width: u32,
+    /// Stored height, before orientation.
+    pub height: u32,
+    /// EXIF orientation (`NoTransforms` when absent).
+    pub orientation: Orientation,
+}
+
+impl ImageHeader {
+    /// Width and height as displayed (and as OpenCV reads the image): swapped by a 90° orientation.
+    pub fn displayed_size(&self) -> (u32, u32) {
+        match self.orientation {
+            Orientation::Rotate90
+            | Orientation::Rotate270
+            | Orientation::Rotate90FlipH
+            | Orientation::Rotate270FlipH => (self.height, self.width),
+            _ => (self.width, self.height),
+        }
+    }
+}
+
+/// Reads an image file as 8-bit RGB with its EXIF orientation applied, as `cv2.imread` does.
+/// Errors name the file; an image over [`MAX_PIXELS`] is refused before decoding.
+pub fn read_rgb(path: &Path) -> Result<RgbImage> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    decode_rgb(path, &bytes)
+}
+
+/// [`read_rgb`] on the bytes of `path`, already read.
+pub fn decode_rgb(path: &Path, bytes: &[u8]) -> Result<RgbImage> {
+    let corrupt = |problem| Error::CorruptImage { path: path.to_path_buf(), problem };
+    if jpeg::is_jpeg(bytes) {
+        let (image, orientation) = jpeg::decode(bytes, MAX_PIXELS).map_err(|e| match e {
+            jpeg::DecodeError::TooLarge { width, height } => corrupt(too_large(width, height)),
+            jpeg::DecodeError::Invalid(message) => corrupt(ImageProblem::Jpeg { message }),
+        })?;
+        return Ok(oriented(image, orientation));
+    }
+    let image_error = |source| Error::Image { path: path.to_path_buf(), source };
+    let reader = guessed(path, bytes)?;
+    let format = reader.format().ok_or_else(|| unknown(path))?;
+    let mut decoder = reader.into_decoder().map_err(image_error)?;
+    let header = header_of(&mut decoder, format);
+    check_size(path, header.width, header.height)?;
+    let image = DynamicImage::from_decoder(decoder).map_err(image_error)?;
+    Ok(oriented(image.into_rgb8(), header.orientation))
+}
+
+/// Reads the headers of an image (format, size, orientation) without decoding its pixels, and
+/// checks the size against [`MAX_PIXELS`].
+pub fn read_header(path: &Path, bytes: &[u8]) -> Result<ImageHeader> {
+    let header = if jpeg::is_jpeg(bytes) {
+        let h = jpeg::read_header(bytes).map_err(|message| Error::CorruptImage {
+            path: path.to_path_buf(),
+            problem: ImageProblem::Jpeg { message },
+        })?;
+        ImageHeader {
+            format: ImageFormat::Jpeg,
+            width: h.width,
+            height: h.height,
+            orientation: h.orientation,
+        }
+    } else {
+        let reader = guessed(path, bytes)?;
+        let format = reader.format().ok_or_else(|| unknown(path))?;
+        let mut decoder =
+            reader.into_decoder().map_err(|source| Error::Image { path: path.into(), source })?;
+        header_of(&mut decoder, format)
+    };
+    check_size(path, header.width, header.height)?;
+    Ok(header)
+}
+
+fn header_of(decoder: &mut impl ImageDecoder, format: ImageFormat) -> ImageHeader {
+    let (width, height) = decoder.dimensions();
+    let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
+    ImageHeader { format, width, height, orientation }
+}
+
+fn guessed<'a>(path: &Path, bytes: &'a [u8]) -> Result<ImageReader<Cursor<&'a [u8]>>> {
+    ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| Error::io(path, e))
+}
+
+fn unknown(path: &Path) -> Error {
+    Error::CorruptImage { path: path.to_path_buf(), problem: ImageProblem::UnknownFormat }
+}
+
+fn too_large(width: u32, height: u32) -> ImageProblem {
+    ImageProblem::TooLarge { width, height, limit: MAX_PIXELS }
+}
+
+fn check_size(path: &Path, width: u32, height: u32) -> Result<()> {
+    if u64::from(width) * u64::from(height) > MAX_PIXELS {
+        return Err(Error::CorruptImage { path: path.to_path_buf(), problem: too_large(width, height) });
+    }
+    Ok(())
+}
+
+fn oriented(image: RgbImage, orientation: Orientation) -> RgbImage {
+    if orientation == Orientation::NoTransforms {
+        return image;
+    }
+    let mut image = DynamicImage::ImageRgb8(image);
+    image.apply_orientation(orientation);
+    image.into_rgb8()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_png_and_reports_garbage_with_its_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let good = dir.path().join("a.png");
+        RgbImage::from_pixel(12, 10, image::Rgb([1, 2, 3])).save(&good).expect("save");
+        let img = read_rgb(&good).expect("decodes");
+        assert_eq!((img.dimensions(), img.get_pixel(0, 0).0), ((12, 10), [1, 2, 3]));
+        let bad = dir.path().join("b.png");
+        std::fs::write(&bad, b"not an image").expect("write");
+        let err = read_rgb(&bad).expect_err("garbage");
+        assert!(err.to_string().contains("b.png"), "{err}");
+        assert!(
+            read_rgb(&dir.path().join("missing.png"))
+                .expect_err("missing")
+                .to_string()
+                .contains("missing.png")
+        );
+    }
+
+    /// A real 16×16 image whose header is patched to declare `width`×`height` pixels.
+    pub(crate) fn huge_header(format: image::ImageFormat, width: u32, height: u32) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        RgbImage::from_pixel(16, 16, image::Rgb([9, 99, 199]))
+            .write_to(&mut Cursor::new(&mut bytes), format)
+            .expect("encode");
+        if format == ImageFormat::Png {
+            bytes[16..20].copy_from_slice(&width.to_be_bytes());
+            bytes[20..24].copy_from_slice(&height.to_be_bytes());
+            let crc = crate::dataset::verify::crc32(&bytes[12..29]);
+            bytes[29..33].copy_from_slice(&crc.to_be_bytes());
+        } else {
+            let sof = bytes.windows(2).position(|w| w == [0xFF, 0xC0]).expect("baseline SOF0");
+            bytes[sof + 5..sof + 7].copy_from_slice(&(height as u16).to_be_bytes());
+            bytes[sof + 7..sof + 9].copy_from_slice(&(width as u16).to_be_bytes());
+        }
+        bytes
+    }
+
+    #[test]
+    fn regression_a_header_claiming_a_huge_image_is_refused_before_decoding() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (name, format, w, h) in [
+            ("huge.png", ImageFormat::Png, 100_000, 100_000),
+            ("huge.jpg", ImageFormat::Jpeg, 65_000, 60_000),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, huge_header(format, w, h)).expect("write");
+            let err = read_rgb(&path).expect_err(name).to_string();
+            assert!(err.contains(name) && err.contains(&format!("{w}x{h}")), "{err}");
+            assert!(err.contains("more than 178956970 pixels"), "{err}");
+            let bytes = std::fs::read(&path).expect("read");
+            assert!(read_header(&path, &bytes).is_err(), "{name}");
+        }
+    }
+}
