@@ -29,6 +29,10 @@ pub struct Args {
     /// Image size, WIDTHxHEIGHT.
     #[arg(long, value_name = "WxH", default_value = "256x192", value_parser = parse_size)]
     pub size: Size,
+    /// Write JPEG images of this quality instead of PNG, as cameras write them (libjpeg-turbo's
+    /// defaults: baseline, 4:2:0 chroma).
+    #[arg(long, value_name = "QUALITY", value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub jpeg: Option<u8>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -74,6 +78,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         val: args.val,
         width: args.size.width,
         height: args.size.height,
+        jpeg_quality: args.jpeg,
     };
     let total = config.train + config.val;
     let bar = super::progress::bar(total as u64, "synth");

@@ -62,7 +62,10 @@ fn every_problem_is_reported_and_the_image_skipped() {
     let want = [
         format!("{}:3: class `2` is not an integer in 0..2", label_file("class.txt").display()),
         format!("{}:2: expected 5 fields", label_file("fields.txt").display()),
-        format!("{}: cannot decode image", image_file("garbage.jpg").display()),
+        format!(
+            "{}: corrupt image: JPEG does not decode: Unsupported marker",
+            image_file("garbage.jpg").display()
+        ),
         format!("{}: corrupt image: JPEG ends before its end marker", image_file("jpeg_cut.jpg").display()),
         format!("{}:1: field 3 `abc` is not a number", label_file("not_number.txt").display()),
         format!("{}:1: box cx=1.5 cy=0.5 w=0.2 h=0.2 is outside [0, 1]", label_file("outside.txt").display()),

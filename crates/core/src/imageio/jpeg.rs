@@ -69,6 +69,20 @@ pub fn decode(bytes: &[u8], max_pixels: u64) -> Result<(RgbImage, Orientation), 
     result.map_err(DecodeError::Invalid)?
 }
 
+/// Encodes RGB as cameras and OpenCV write JPEG: libjpeg-turbo's defaults (baseline, Huffman tables
+/// of the standard, 4:2:0 chroma, JFIF header) at `quality` (1–100). Deterministic.
+pub fn encode(image: &RgbImage, quality: u8) -> Result<Vec<u8>, String> {
+    guarded(|| {
+        let mut compress = mozjpeg::Compress::new(ColorSpace::JCS_RGB);
+        compress.set_fastest_defaults();
+        compress.set_quality(f32::from(quality.clamp(1, 100)));
+        compress.set_size(image.width() as usize, image.height() as usize);
+        let mut started = compress.start_compress(Vec::new()).map_err(|e| e.to_string())?;
+        started.write_scanlines(image.as_raw()).map_err(|e| e.to_string())?;
+        started.finish().map_err(|e| e.to_string())
+    })
+}
+
 /// Why [`decode`] failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecodeError {
@@ -117,11 +131,14 @@ fn cmyk_to_rgb([c, m, y, k]: [u8; 4]) -> [u8; 3] {
 fn guarded<T>(work: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(work)) {
         Ok(result) => result,
-        Err(payload) => Err(payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "libjpeg failed".to_string())),
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "libjpeg failed".to_string());
+            Err(message.trim_start_matches("libjpeg fatal error: ").to_string())
+        }
     }
 }
 
@@ -136,6 +153,19 @@ mod tests {
         assert_eq!(cmyk_to_rgb([0, 0, 0, 0]), [0, 0, 0]);
         assert_eq!(cmyk_to_rgb([0, 255, 255, 255]), [1, 255, 255]);
         assert_eq!(cmyk_to_rgb([128, 64, 200, 100]), [51, 26, 79]);
+    }
+
+    #[test]
+    fn encodes_baseline_jpeg_that_decodes_back_closely() {
+        let image = RgbImage::from_fn(33, 17, |x, y| image::Rgb([(x * 7) as u8, (y * 13) as u8, 128]));
+        let bytes = encode(&image, 95).expect("encodes");
+        assert!(is_jpeg(&bytes) && bytes.ends_with(&[0xFF, 0xD9]));
+        assert!(bytes.windows(2).any(|w| w == [0xFF, 0xC0]), "baseline SOF0");
+        assert_eq!(encode(&image, 95).expect("again"), bytes, "deterministic");
+        let (back, orientation) = decode(&bytes, 1 << 20).expect("decodes");
+        assert_eq!((back.dimensions(), orientation), ((33, 17), Orientation::NoTransforms));
+        let max = back.as_raw().iter().zip(image.as_raw()).map(|(a, b)| a.abs_diff(*b)).max();
+        assert!(max.is_some_and(|m| m <= 12), "{max:?}");
     }
 
     #[test]

@@ -83,11 +83,22 @@ pub struct SynthConfig {
     pub width: u32,
     /// Image height in pixels.
     pub height: u32,
+    /// Write JPEG of this quality (1–100, baseline 4:2:0 as cameras write) instead of PNG.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jpeg_quality: Option<u8>,
 }
 
 impl Default for SynthConfig {
     fn default() -> Self {
-        Self { preset: Preset::Base, seed: 0, train: 64, val: 32, width: 256, height: 192 }
+        Self {
+            preset: Preset::Base,
+            seed: 0,
+            train: 64,
+            val: 32,
+            width: 256,
+            height: 192,
+            jpeg_quality: None,
+        }
     }
 }
 
@@ -109,6 +120,14 @@ impl SynthConfig {
                     message: format!("{side} px is outside {MIN_SIDE}..={MAX_SIDE}"),
                 });
             }
+        }
+        if let Some(q) = self.jpeg_quality
+            && !(1..=100).contains(&q)
+        {
+            return Err(Error::InvalidArgument {
+                name: "jpeg_quality",
+                message: format!("{q} is outside 1..=100"),
+            });
         }
         for (name, count) in [("train", self.train), ("val", self.val)] {
             if !(1..=MAX_IMAGES_PER_SPLIT).contains(&count) {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 fn config(preset: Preset, seed: u64) -> SynthConfig {
-    SynthConfig { preset, seed, train: 8, val: 4, width: 128, height: 96 }
+    SynthConfig { preset, seed, train: 8, val: 4, width: 128, height: 96, jpeg_quality: None }
 }
 
 /// FNV-1a over the pixels and label text: a fingerprint for comparisons and goldens.
@@ -229,4 +229,26 @@ fn reruns_overwrite_but_foreign_or_different_datasets_are_refused() {
     let file = tmp.path().join("file");
     std::fs::write(&file, "x").expect("write");
     assert!(write_dataset(&cfg, &file, |_| {}).is_err());
+}
+
+#[test]
+fn jpeg_output_is_deterministic_and_labelled_like_png() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let png = config(Preset::Field, 4);
+    let jpeg = SynthConfig { jpeg_quality: Some(90), ..png };
+    write_dataset(&jpeg, &dir.path().join("a"), |_| {}).expect("writes");
+    write_dataset(&jpeg, &dir.path().join("b"), |_| {}).expect("writes");
+    write_dataset(&png, &dir.path().join("p"), |_| {}).expect("writes");
+    let first = std::fs::read(dir.path().join("a/images/val/000000.jpg")).expect("jpg");
+    assert_eq!(first, std::fs::read(dir.path().join("b/images/val/000000.jpg")).expect("jpg"));
+    assert!(crate::imageio::jpeg::is_jpeg(&first));
+    assert_eq!(
+        std::fs::read(dir.path().join("a/labels/val/000003.txt")).expect("label"),
+        std::fs::read(dir.path().join("p/labels/val/000003.txt")).expect("label"),
+        "the format changes the pixels only"
+    );
+    let yaml = std::fs::read_to_string(dir.path().join("a/data.yaml")).expect("yaml");
+    assert!(yaml.contains("--jpeg 90"), "{yaml}");
+    let err = SynthConfig { jpeg_quality: Some(0), ..png }.validate().expect_err("quality 0");
+    assert!(err.to_string().contains("jpeg_quality"), "{err}");
 }

@@ -224,15 +224,25 @@ fn run_workers(
     Ok(total)
 }
 
-/// Generates one image and writes its PNG and label file.
+/// Generates one image and writes its image file (PNG, or JPEG with `jpeg_quality`) and label file.
 fn write_one(config: &SynthConfig, root: &Path, split: Split, index: usize, tally: &mut Tally) -> Result<()> {
     let (image, labels) = generate_image(config, split, index);
-    let png_path = root.join("images").join(split.name()).join(format!("{index:06}.png"));
-    let mut png = Vec::with_capacity(image.as_raw().len() / 2);
-    image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(image.as_raw(), image.width(), image.height(), image::ExtendedColorType::Rgb8)
-        .map_err(|source| Error::ImageEncode { path: png_path.clone(), source })?;
-    write_atomic(&png_path, &png)?;
+    let extension = if config.jpeg_quality.is_some() { "jpg" } else { "png" };
+    let image_path = root.join("images").join(split.name()).join(format!("{index:06}.{extension}"));
+    let bytes = match config.jpeg_quality {
+        Some(quality) => crate::imageio::jpeg::encode(&image, quality).map_err(|message| Error::Dataset {
+            path: image_path.clone(),
+            message: format!("cannot encode JPEG: {message}"),
+        })?,
+        None => {
+            let mut png = Vec::with_capacity(image.as_raw().len() / 2);
+            image::codecs::png::PngEncoder::new(&mut png)
+                .write_image(image.as_raw(), image.width(), image.height(), image::ExtendedColorType::Rgb8)
+                .map_err(|source| Error::ImageEncode { path: image_path.clone(), source })?;
+            png
+        }
+    };
+    write_atomic(&image_path, &bytes)?;
     let label_path = root.join("labels").join(split.name()).join(format!("{index:06}.txt"));
     write_label_file(&label_path, &labels)?;
     for label in &labels {
@@ -267,10 +277,11 @@ fn data_yaml_text(config: &SynthConfig, root: &Path) -> Result<String> {
         names: &CLASS_NAMES,
     })
     .map_err(|source| Error::Yaml { path, source })?;
-    let SynthConfig { preset, seed, train, val, width, height } = *config;
+    let SynthConfig { preset, seed, train, val, width, height, jpeg_quality } = *config;
+    let jpeg = jpeg_quality.map(|q| format!(" --jpeg {q}")).unwrap_or_default();
     Ok(format!(
         "# Written by headroom synth; regenerate with:\n\
-         # headroom synth --out <dir> --preset {preset} --seed {seed} --train {train} --val {val} --size {width}x{height}\n\
+         # headroom synth --out <dir> --preset {preset} --seed {seed} --train {train} --val {val} --size {width}x{height}{jpeg}\n\
          {body}"
     ))
 }
