@@ -61,7 +61,8 @@ fn synth_and_eval(dir: &std::path::Path, synth_args: &[&str]) -> serde_json::Val
 }
 
 /// Checks `report` against Ultralytics' printed `metrics` and `per_class` (as the val goldens record
-/// them): every number within 0.005. Returns the largest difference, described.
+/// them): every number within 1e-4. (0.005 used to be allowed, which let a JPEG decoder unlike
+/// OpenCV's through: it moved mAP50-95 by 0.001.) Returns the largest difference, described.
 #[cfg(feature = "onnxruntime")]
 fn assert_matches_ultralytics(
     report: &serde_json::Value,
@@ -89,7 +90,7 @@ fn assert_matches_ultralytics(
         .max_by(|a, b| (a.1 - a.2).abs().total_cmp(&(b.1 - b.2).abs()))
         .expect("numbers compared");
     let worst = format!("largest difference: {name} {ours:.6} vs Ultralytics {theirs:.6}");
-    assert!((ours - theirs).abs() <= 0.005, "{worst}");
+    assert!((ours - theirs).abs() <= 1e-4, "{worst}");
     worst
 }
 
@@ -102,7 +103,7 @@ fn val_golden(name: &str) -> serde_json::Value {
 /// Regression test for eval scoring 1.1 points of mAP50-95 above Ultralytics' `val` on the same
 /// ONNX and data (it letterboxed as `predict` does and matched boxes clipped to the image): on the
 /// split tests/fixtures/val_golden/val_run.json was recorded on (regenerated here; `headroom synth`
-/// is deterministic), every number must be Ultralytics' within 0.005.
+/// is deterministic), every number must be Ultralytics' within 1e-4.
 #[cfg(feature = "onnxruntime")]
 #[test]
 fn eval_matches_ultralytics_val_on_the_demo_model() {
@@ -115,13 +116,15 @@ fn eval_matches_ultralytics_val_on_the_demo_model() {
 }
 
 /// The same on splits whose image sizes make `val`'s preparation differ from `predict`'s
-/// (tests/fixtures/val_golden/val_parity.json): `ceil` against round-half-even, and enlarging.
+/// (tests/fixtures/val_golden/val_parity.json): `ceil` against round-half-even, and enlarging; and on
+/// camera-like JPEG splits, where the numbers depend on decoding JPEG as OpenCV does.
 #[cfg(feature = "onnxruntime")]
 #[test]
 fn eval_matches_ultralytics_val_where_val_resizes_differently() {
     let golden = val_golden("val_parity.json");
     let cases = golden["cases"].as_array().expect("cases");
-    assert!(cases.len() >= 3);
+    assert!(cases.len() >= 5);
+    assert!(cases.iter().any(|c| c["synth"].to_string().contains("--jpeg")), "a JPEG split");
     for case in cases {
         let synth: Vec<&str> =
             case["synth"].as_array().expect("synth").iter().filter_map(|a| a.as_str()).collect();

@@ -1,6 +1,6 @@
 //! `headroom label` against Ultralytics' own `predict` on the same images: at least 99 % of
 //! Ultralytics' boxes matched by a label of the same class with IoU ≥ 0.9 (and no more than 1 % extra
-//! boxes). The reference boxes are committed (tests/fixtures/predict_golden, made by
+//! boxes); on the JPEG splits every box (the pixels are OpenCV's, bit for bit). The reference boxes are committed (tests/fixtures/predict_golden, made by
 //! scripts/fixtures/predict_golden.py), so this runs without Python.
 
 #[allow(dead_code)]
@@ -181,7 +181,7 @@ fn the_golden_lists_every_image_with_boxes_inside_it() {
         assert_eq!(val, Some(&split.images.len().to_string()), "{}: {:?}", split.name, split.synth);
         for image in &split.images {
             assert!(
-                image.sha256.len() == 64 && image.file.ends_with(".png"),
+                image.sha256.len() == 64 && (image.file.ends_with(".png") || image.file.ends_with(".jpg")),
                 "{}/{}",
                 split.name,
                 image.file
@@ -232,10 +232,11 @@ fn the_agreement_check_fails_on_moved_reclassed_or_missing_boxes() {
     let reclassed = check(&|_, d| Some(Detection { class: (d.class + 1) % 3, ..*d }));
     // A few boxes of another class lie on top of one of this class: those still match.
     assert!(!reclassed.passes(), "{}", reclassed.report());
-    // With more than 50 boxes, losing two is below 99 %, and so is adding two.
-    let missing = check(&|i, d| (i >= 2).then_some(*d));
-    assert!(!missing.passes() && missing.matched == missing.reference - 2, "{}", missing.report());
-    let extra = check(&|i, d| Some(if i < 2 { shift(d, 0.5) } else { *d }));
+    // Losing just over 1 % of the boxes is below 99 %, and so is adding as many.
+    let n = same.reference / 100 + 1;
+    let missing = check(&|i, d| (i >= n).then_some(*d));
+    assert!(!missing.passes() && missing.matched == missing.reference - n, "{}", missing.report());
+    let extra = check(&|i, d| Some(if i < n { shift(d, 0.5) } else { *d }));
     assert!(!extra.passes(), "{}", extra.report());
     assert!(golden.settings.conf == 0.25 && golden.settings.iou == 0.7, "Ultralytics' predict defaults");
 }
@@ -279,6 +280,7 @@ mod with_onnxruntime {
         let dir = tempfile::tempdir().expect("tempdir");
         let teacher = common::repo_root().join("models/demo/yolov8n-shapes-160.onnx");
         let mut agreement = Agreement::default();
+        let mut jpeg = Agreement::default();
         for split in &golden.splits {
             let data = dir.path().join(&split.name);
             let mut args = vec!["-q", "synth", "--out", data.to_str().expect("utf-8 path")];
@@ -315,15 +317,24 @@ mod with_onnxruntime {
                      scripts/fixtures/predict_golden.py",
                     path.display()
                 );
-                let stem = image.file.trim_end_matches(".png");
+                let stem = image.file.trim_end_matches(".png").trim_end_matches(".jpg");
                 let ours = read_labels(&out.join("labels"), stem, image.width, image.height);
-                agreement.add(&format!("{}/{}", split.name, image.file), &golden_detections(image), &ours);
+                let name = format!("{}/{}", split.name, image.file);
+                agreement.add(&name, &golden_detections(image), &ours);
+                if image.file.ends_with(".jpg") {
+                    jpeg.add(&name, &golden_detections(image), &ours);
+                }
             }
         }
         let report = agreement.report();
         eprintln!("agreement with Ultralytics predict: {report}");
         assert!(agreement.reference > 50, "too few reference boxes to measure 99 %: {report}");
         assert!(agreement.passes(), "{report}");
+        let jpeg_report = jpeg.report();
+        eprintln!("of which on the JPEG splits: {jpeg_report}");
+        assert!(jpeg.reference > 50, "the golden lost its JPEG splits: {jpeg_report}");
+        // Regression: JPEG decoded unlike OpenCV matched 95 % of the boxes; decoded as OpenCV, all.
+        assert!(jpeg.matched == jpeg.reference && jpeg.extra() == 0, "{jpeg_report}");
         // Same ONNX Runtime, bit-exact letterbox: the confidences agree too.
         assert!(agreement.largest_conf_diff < 1e-3, "{report}");
     }
