@@ -14,16 +14,19 @@
 #        QEMU_CPU              default cortex-a76 (closest qemu CPU to Orin's Cortex-A78AE)
 #        HEADROOM_MIN_RUST     oldest acceptable Debian rustc (default: rust-version in Cargo.toml)
 #        CROSS_CARGO           the cargo to drive Debian's rustc with (default: see pick_cargo)
+# Sourcing this file (scripts/tests/install_logic.sh does) defines its functions without running a
+# command, so setup's decisions can be tested against stub dpkg/apt commands.
 # shellcheck source=lib/errtrap.sh
-source "$(dirname "$0")/lib/errtrap.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/errtrap.sh"
 
 TARGET=aarch64-unknown-linux-gnu
 PACKAGES=(rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
           libc6-dev-arm64-cross qemu-user-static)
 DEBIAN_RUSTC=/usr/bin/rustc     # rustup's rustc cannot use Debian's arm64 std: always this one
 DEBIAN_RUSTDOC=/usr/bin/rustdoc # likewise for doctests (rustup's rustdoc finds no aarch64 std)
+APT_LISTS=/var/lib/apt/lists    # where apt keeps its package lists (the tests point it elsewhere)
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prefix="${HEADROOM_QEMU_PREFIX:-$root/.deps/qemu-prefix}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/headroom/target-aarch64}"
 
@@ -90,7 +93,7 @@ setup_packages() {
 
   # apt-get update only when needed: no arm64 package list yet, a package apt does not know,
   # or a Debian rustc older than the workspace's rust-version (a stale list).
-  compgen -G "/var/lib/apt/lists/*_binary-arm64_Packages*" >/dev/null || need_update=1
+  compgen -G "$APT_LISTS/*_binary-arm64_Packages*" >/dev/null || need_update=1
   for p in "${missing[@]}"; do
     [ -n "$(candidate_version "$p")" ] || need_update=1
   done
@@ -207,23 +210,25 @@ EOF
 # build / test environment
 # ------------------------------------------------------------------------------------------
 
-# The cargo that drives Debian's rustc: CROSS_CARGO, else Debian's own (cargo-web installs
+# Sets CARGO_BIN, the cargo that drives Debian's rustc (not in $(...): its fail must end the script,
+# and its note must not be lost): CROSS_CARGO, else Debian's own (cargo-web installs
 # /usr/bin/cargo, same version as rustc-web), else the cargo on PATH. rustup's cargo 1.95 with
 # RUSTC=/usr/bin/rustc 1.96 was tested and works too; a much older cargo may not.
 pick_cargo() {
-  if [ -n "${CROSS_CARGO:-}" ]; then echo "$CROSS_CARGO"; return; fi
+  if [ -n "${CROSS_CARGO:-}" ]; then CARGO_BIN=$CROSS_CARGO; return; fi
   local rustc_minor cargo_minor
   rustc_minor=$("$DEBIAN_RUSTC" --version | awk '{print $2}' | cut -d. -f1-2)
   cargo_minor=$({ /usr/bin/cargo --version 2>/dev/null || true; } | awk '{print $2}' | cut -d. -f1-2)
-  if [ -n "$cargo_minor" ] && [ "$cargo_minor" = "$rustc_minor" ]; then echo /usr/bin/cargo; return; fi
-  command -v cargo >/dev/null || fail "no cargo found: apt-get install cargo-web (scripts/cross-build.sh setup)"
-  step "note: /usr/bin/cargo is ${cargo_minor:-missing}, not $rustc_minor; using $(command -v cargo)"
-  command -v cargo
+  if [ -n "$cargo_minor" ] && [ "$cargo_minor" = "$rustc_minor" ]; then CARGO_BIN=/usr/bin/cargo; return; fi
+  CARGO_BIN=$(command -v cargo) || fail "no cargo found: apt-get install cargo-web (scripts/cross-build.sh setup)"
+  step "note: /usr/bin/cargo is ${cargo_minor:-missing}, not $rustc_minor; using $CARGO_BIN"
 }
 
-# The newest glibc symbol version a binary needs (e.g. 2.34).
+# The newest glibc symbol version a binary needs (e.g. 2.34), or nothing. Never fails (a missing
+# objdump or a binary without GLIBC_ symbols must not end a successful build).
 glibc_needed() {
-  aarch64-linux-gnu-objdump -T "$1" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n1
+  { aarch64-linux-gnu-objdump -T "$1" 2>/dev/null || true; } | { grep -o 'GLIBC_[0-9.]*' || true; } \
+    | sed 's/GLIBC_//' | sort -uV | tail -n1
 }
 
 cross_env() {
@@ -239,11 +244,13 @@ cross_env() {
   # Tests that spawn the headroom binary run it through this (no binfmt_misc needed).
   export HEADROOM_TEST_RUNNER="$root/scripts/cross/qemu-runner.sh"
   export QEMU_CPU="${QEMU_CPU:-cortex-a76}"
-  CARGO_BIN=$(pick_cargo)
+  pick_cargo
 }
 
 preflight() {
-  check_versions >/dev/null 2>&1 || check_versions
+  # Quietly first; on failure again, loudly. The subshell matters: check_versions' fail exits, and
+  # run in this shell with its output silenced it would end the script without a word.
+  (check_versions) >/dev/null 2>&1 || check_versions
   [ -f "$prefix/proc/cpuinfo" ] || fail "$prefix is missing: run scripts/cross-build.sh setup"
   mkdir -p "$CARGO_TARGET_DIR" || fail "cannot create CARGO_TARGET_DIR=$CARGO_TARGET_DIR: set CARGO_TARGET_DIR to a writable folder"
   cross_env
@@ -346,6 +353,8 @@ export QEMU_CPU=$QEMU_CPU
 # then: $CARGO_BIN build --target $TARGET --workspace --no-default-features
 EOF
 }
+
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0   # sourced: functions only
 
 case "${1:-}" in
   setup) shift; cmd_setup "$@" ;;

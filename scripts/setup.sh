@@ -12,6 +12,7 @@
 # .deps/env.sh is always written inside the checkout.
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
+headroom_step "checking prerequisites"
 
 TORCH_VERSION=2.13.0
 CUDART_VERSION=13.0.96   # libcudart.so.13: libtorch_cpu links it even on CPU
@@ -21,15 +22,18 @@ ORT_VERSION=1.31.1
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps="${HEADROOM_DEPS:-$root/.deps}"
 wheels="${HEADROOM_WHEEL_CACHE:-$deps/wheels}"
-mkdir -p "$deps" "$wheels" "$root/.deps"
 
 fail() { echo "setup: error: $*" >&2; exit 1; }
 step() { headroom_step "$*"; echo "setup: $*" >&2; }
 
+mkdir -p "$deps" "$wheels" "$root/.deps" \
+  || fail "cannot create $deps, $wheels or $root/.deps (set HEADROOM_DEPS / HEADROOM_WHEEL_CACHE)"
+
 command -v python3 >/dev/null || fail "python3 is needed to download the pinned wheels (apt-get install python3 python3-pip)"
 python3 -m pip --version >/dev/null 2>&1 || fail "pip is needed (apt-get install python3-pip)"
 
-# download NAME==VERSION GLOB: the wheel's path on stdout, downloading it if it is not cached.
+# download NAME==VERSION GLOB: sets WHEEL to the wheel's path, downloading it if it is not cached.
+# (Not used as $(download ...): in a subshell its fail would be reported twice, under the wrong step.)
 download() {
   local spec=$1 glob=$2 found
   found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
@@ -43,7 +47,7 @@ download() {
     found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
     [ -n "$found" ] || fail "downloaded $spec but found no file matching $glob in $wheels"
   fi
-  echo "$found"
+  WHEEL=$found
 }
 
 # extract WHEEL DEST MEMBER...: unpack the named members (prefix match) of a wheel.
@@ -67,9 +71,9 @@ PY
 lt="$deps/libtorch"
 if [ "$(cat "$lt/build-version" 2>/dev/null)" != "$TORCH_VERSION" ]; then
   rm -rf "$lt" "$deps/torch-$TORCH_VERSION"
-  torch_whl=$(download "torch==$TORCH_VERSION" "torch-$TORCH_VERSION-cp311-*.whl")
-  cudart_whl=$(download "nvidia-cuda-runtime==$CUDART_VERSION" "nvidia_cuda_runtime-$CUDART_VERSION-*.whl")
-  cupti_whl=$(download "nvidia-cuda-cupti==$CUPTI_VERSION" "nvidia_cuda_cupti-$CUPTI_VERSION-*.whl")
+  download "torch==$TORCH_VERSION" "torch-$TORCH_VERSION-cp311-*.whl"; torch_whl=$WHEEL
+  download "nvidia-cuda-runtime==$CUDART_VERSION" "nvidia_cuda_runtime-$CUDART_VERSION-*.whl"; cudart_whl=$WHEEL
+  download "nvidia-cuda-cupti==$CUPTI_VERSION" "nvidia_cuda_cupti-$CUPTI_VERSION-*.whl"; cupti_whl=$WHEEL
   step "unpacking libtorch $TORCH_VERSION (CPU libraries only)"
   src="$deps/torch-$TORCH_VERSION"
   extract "$torch_whl" "$src" torch/lib/libtorch_cpu.so torch/lib/libc10.so torch/lib/libgomp.so.1 \
@@ -96,7 +100,7 @@ ort_dir="$deps/onnxruntime-$ORT_VERSION"
 ort_lib="$ort_dir/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
 if [ ! -f "$ort_lib" ]; then
   rm -rf "$ort_dir"
-  ort_whl=$(download "onnxruntime==$ORT_VERSION" "onnxruntime-$ORT_VERSION-cp311-*.whl")
+  download "onnxruntime==$ORT_VERSION" "onnxruntime-$ORT_VERSION-cp311-*.whl"; ort_whl=$WHEEL
   step "unpacking ONNX Runtime $ORT_VERSION"
   extract "$ort_whl" "$ort_dir" "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION" \
     onnxruntime/capi/libonnxruntime_providers_shared.so
@@ -119,4 +123,4 @@ export LIBTORCH_CXX11_ABI=1
 export ORT_DYLIB_PATH="$ort_lib"
 export LD_LIBRARY_PATH="$lt/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 ENV
-step "ready: libtorch $TORCH_VERSION in $lt, ONNX Runtime $ORT_VERSION at $ort_lib ($(du -shL "$deps" --exclude=wheels --exclude=ultralytics 2>/dev/null | cut -f1) installed)"
+step "ready: libtorch $TORCH_VERSION in $lt, ONNX Runtime $ORT_VERSION at $ort_lib ($({ du -shL "$deps" --exclude=wheels --exclude=ultralytics 2>/dev/null || true; } | cut -f1) installed)"
