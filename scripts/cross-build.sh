@@ -83,7 +83,9 @@ setup_packages() {
   std=$(installed_version libstd-rust-web-dev:arm64)
   if [ -n "$rc" ] && { ! version_ge "$(echo "$rc" | upstream)" "$want" || { [ -n "$std" ] && [ "$rc" != "$std" ]; }; }; then
     step "installed rustc-web $rc / libstd-rust-web-dev:arm64 ${std:-none} (need equal and >= $want): upgrading"
-    missing+=(rustc-web cargo-web libstd-rust-web-dev:arm64)
+    for p in rustc-web cargo-web libstd-rust-web-dev:arm64; do
+      [[ " ${missing[*]} " == *" $p "* ]] || missing+=("$p")
+    done
     need_update=1
   fi
   if [ ${#missing[@]} -eq 0 ]; then
@@ -102,14 +104,18 @@ setup_packages() {
   fi
   if [ $need_update = 1 ]; then
     step "apt-get update (package lists missing or stale)"
-    "${sudo[@]}" apt-get update -q >&2 || fail "apt-get update failed: is the Debian mirror reachable?"
+    # Error-Mode=any: by default apt-get update exits 0 when the mirror cannot be reached (only "W:"
+    # lines), and setup would go on to a misleading "apt knows no package". Older apt ignores it.
+    "${sudo[@]}" apt-get -o APT::Update::Error-Mode=any update -q >&2 \
+      || fail "apt-get update failed: is the Debian mirror reachable? (see apt's messages above)"
   fi
   for p in "${missing[@]}"; do
     [ -n "$(candidate_version "$p")" ] || fail "apt knows no package $p: this route needs Debian 12 (bookworm) with the main component"
   done
 
   step "installing ${missing[*]} (about 1.5 GB)"
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
+  # env after sudo: sudo's env_reset would drop a DEBIAN_FRONTEND set before it.
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
     || fail "apt-get could not install ${missing[*]} (see the apt messages above; try: apt-get update, then rerun setup)"
 }
 
