@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: installs the native dependencies (scripts/setup.sh), then runs every
-# test of the workspace with libtorch and ONNX Runtime for real, clippy and rustfmt.
+# The README's test command: tests the install scripts' logic against stubs (seconds), installs the
+# native dependencies (scripts/setup.sh), then runs every test of the workspace with libtorch and ONNX Runtime for real, clippy and rustfmt.
 # Env: CARGO_TARGET_DIR (keep it between runs: the first libtorch build takes ~7 minutes).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
@@ -11,6 +11,9 @@ stage() { headroom_step "$*"; printf '\n== %s (at %ss)\n' "$*" "$SECONDS" >&2; }
 fail() { echo "test.sh: FAILED: $*" >&2; exit 1; }
 
 command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rustup.rs is not reachable here; use the machine's toolchain)"
+
+stage "install-logic tests (scripts/tests/install_logic.sh)"
+bash scripts/tests/install_logic.sh || fail "the install scripts' logic (see the FAIL lines above)"
 
 stage "native dependencies (scripts/setup.sh)"
 scripts/setup.sh || fail "scripts/setup.sh (see its message above)"

@@ -18,6 +18,10 @@
 set -uo pipefail   # not -e: the scenarios fail on purpose; every status is checked explicitly
 
 scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# None of the caller's settings may reach the scripts (CI sets HEADROOM_DEPS): a stub pip must
+# never write its fake wheels into a real wheel cache.
+unset HEADROOM_DEPS HEADROOM_WHEEL_CACHE HEADROOM_QEMU_PREFIX HEADROOM_QEMU_CPUS HEADROOM_MIN_RUST \
+  HEADROOM_STEP CROSS_CARGO CARGO_TARGET_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/install-logic.XXXXXX") || { echo "cannot create a temp folder" >&2; exit 1; }
 if [ "${HEADROOM_TEST_KEEP:-0}" = 1 ]; then echo "keeping $tmp" >&2; else trap 'rm -rf "$tmp"' EXIT; fi
 stubs="$tmp/stubs"
@@ -132,6 +136,7 @@ if [ "${1:-}" = - ]; then cat > /dev/null; exit 0; fi
 if [ "${1:-} ${2:-} ${3:-}" = "-m pip download" ]; then
   dest="" spec=${!#}
   while [ $# -gt 0 ]; do [ "$1" = -d ] && dest=$2; shift; done
+  [ -n "$dest" ] && [ -d "$dest" ] || { echo "stub python3: pip download without an existing -d DIR" >&2; exit 99; }
   if [ -f "$STUB_STATE/pypi-unreachable" ]; then
     echo "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'NewConnectionError': /simple/${spec%%==*}/" >&2
     echo "ERROR: Could not find a version that satisfies the requirement $spec (from versions: none)" >&2
@@ -188,7 +193,9 @@ arm64_ready() { echo arm64 > "$state/foreign-architectures"; : > "$state/lists/d
 
 # run CMD...: runs CMD with the stubs first on PATH; sets out (stdout+stderr) and rc.
 run() {
-  out=$(PATH="$stubs:$PATH" STUB_STATE="$state" HEADROOM_MIN_RUST=1.92 "$@" 2>&1)
+  out=$(PATH="$stubs:$PATH" STUB_STATE="$state" HEADROOM_MIN_RUST=1.92 CARGO_TARGET_DIR="$state/target" \
+    HEADROOM_DEPS="$state/deps" HEADROOM_WHEEL_CACHE="$state/wheels" HEADROOM_QEMU_PREFIX="$state/qemu-prefix" \
+    "$@" 2>&1)
   rc=$?
 }
 # run_setup_packages: the decision logic of `scripts/cross-build.sh setup`, from the real script.
@@ -316,18 +323,18 @@ report "cross-build setup on aarch64: refuses with a message, touches nothing"
 
 # The real command, unchanged: a build before setup must say so (it used to exit 1 silently).
 new_state
-run env CARGO_TARGET_DIR="$tmp/target" bash "$scripts/cross-build.sh" build
+run bash "$scripts/cross-build.sh" build
 expect_rc nonzero
 expect_actions ""
 expect_line "cross-build: error: rustc-web is not installed: run scripts/cross-build.sh setup"
 report "cross-build.sh build before setup: says rustc-web is not installed, exits non-zero"
 
 # ------------------------------------------------------------------------------------------
-# scripts/setup.sh (a temp HEADROOM_DEPS: nothing real is downloaded or replaced)
+# scripts/setup.sh (run sets a temp HEADROOM_DEPS and HEADROOM_WHEEL_CACHE: nothing real is replaced)
 # ------------------------------------------------------------------------------------------
 new_state
 touch "$state/pypi-unreachable"
-run env HEADROOM_DEPS="$state/deps" bash "$scripts/setup.sh"
+run bash "$scripts/setup.sh"
 expect_rc nonzero
 expect_line "setup: downloading torch==2.13.0 from PyPI"
 expect_line "ERROR: No matching distribution found for torch==2.13.0"
@@ -339,7 +346,7 @@ report "setup.sh, PyPI unreachable: names the wheel pip could not download, exit
 # An unexpected failure: the wheels "download" and "unpack" but hold no torch/version.py, so
 # `got=$(sed ... version.py)` fails. The ERR trap must name the script, the line and the step.
 new_state
-run env HEADROOM_DEPS="$state/deps" bash "$scripts/setup.sh"
+run bash "$scripts/setup.sh"
 # shellcheck disable=SC2016  # a literal $( to find
 line=$(grep -n 'got=$(sed' "$scripts/setup.sh" | cut -d: -f1)
 expect_rc nonzero
