@@ -9,8 +9,10 @@
 #   3. builds a throwaway cargo project in a temp folder that runs prost-build =0.14.6 on it;
 #   4. writes crates/onnx/src/proto/onnx.rs with a header saying how it was made.
 # Needs network (pip, crates.io) unless the wheel and crates are cached. Run from anywhere.
-# shellcheck source=/dev/null
+# shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
+fail() { echo "gen-onnx-proto: error: $*" >&2; exit 1; }
+step() { headroom_step "$*"; echo "gen-onnx-proto: $*" >&2; }
 
 ONNX_VERSION="${ONNX_VERSION:-1.23.2}"
 PROST_VERSION="0.14.6"
@@ -20,10 +22,13 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 if [[ -n "${ONNX_PROTO:-}" ]]; then
-    cp "$ONNX_PROTO" "$WORK/onnx.proto"
+    step "using $ONNX_PROTO"
+    cp "$ONNX_PROTO" "$WORK/onnx.proto" || fail "cannot read ONNX_PROTO=$ONNX_PROTO"
 else
-    python3 -m pip download --quiet --no-deps --dest "$WORK/wheel" "onnx==$ONNX_VERSION"
-    python3 - "$WORK" <<'PY'
+    step "downloading onnx==$ONNX_VERSION from PyPI for its onnx.proto"
+    python3 -m pip download --quiet --no-deps --dest "$WORK/wheel" "onnx==$ONNX_VERSION" \
+        || fail "pip could not download onnx==$ONNX_VERSION (is PyPI reachable? or set ONNX_PROTO=path/to/onnx.proto)"
+    python3 - "$WORK" <<'PY' || fail "no onnx/onnx.proto in the onnx==$ONNX_VERSION wheel"
 import sys, zipfile, glob
 work = sys.argv[1]
 wheel = glob.glob(f"{work}/wheel/*.whl")[0]
@@ -33,7 +38,9 @@ PY
 fi
 
 if ! command -v protoc >/dev/null; then
-    apt-get install -y protobuf-compiler
+    step "installing protoc (apt-get install -y protobuf-compiler)"
+    [ "$(id -u)" = 0 ] || fail "protoc is missing and installing it needs root: apt-get install protobuf-compiler"
+    apt-get install -y protobuf-compiler || fail "apt-get could not install protobuf-compiler (try apt-get update first)"
 fi
 
 mkdir -p "$WORK/gen/src"
@@ -58,7 +65,9 @@ fn main() {
 }
 RS
 mkdir -p "$WORK/out"
-(cd "$WORK/gen" && CARGO_TARGET_DIR="$WORK/target" cargo run --quiet -- "$WORK/onnx.proto" "$WORK/out")
+step "running prost-build $PROST_VERSION on onnx.proto (a throwaway cargo project)"
+(cd "$WORK/gen" && CARGO_TARGET_DIR="$WORK/target" cargo run --quiet -- "$WORK/onnx.proto" "$WORK/out") \
+    || fail "prost-build failed (is crates.io reachable? see cargo's messages above)"
 
 SHA="$(sha256sum "$WORK/onnx.proto" | cut -d' ' -f1)"
 {

@@ -18,7 +18,7 @@
 # --label-args passes more options to every `headroom label` call.
 # Needs: a built headroom (release build for real numbers: cargo build --release -p headroom-cli),
 # the Ultralytics dev env (scripts/ultralytics-env.sh). Dev tool, never in CI.
-# shellcheck source=/dev/null
+# shellcheck source=../lib/errtrap.sh
 source "$(dirname "$0")/../lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
