@@ -12,10 +12,17 @@ fn main() -> ExitCode {
     match cmd::run(cli.command) {
         Ok(cmd::Outcome::Success) => ExitCode::SUCCESS,
         Ok(cmd::Outcome::CheckFailed) => ExitCode::from(1),
+        Ok(cmd::Outcome::Interrupted(signal)) => ExitCode::from(u8::try_from(128 + signal).unwrap_or(130)),
         Err(err) => {
             eprintln!("error: {err}");
+            // A message that already quotes its cause (`{path}: {source}`) is not followed by it again.
+            let mut said = err.to_string();
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                let cause = cause.to_string();
+                if !said.contains(&cause) {
+                    eprintln!("  caused by: {cause}");
+                    said = cause;
+                }
             }
             ExitCode::from(2)
         }
@@ -32,5 +39,10 @@ fn init_logging(verbose: u8, quiet: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(cmd::progress::LogWriter)
+        .with_ansi(cmd::progress::colour_on_stderr())
+        .with_target(false)
+        .init();
 }

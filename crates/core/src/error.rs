@@ -74,6 +74,14 @@ pub enum Error {
         /// What is wrong with it.
         problem: ImageProblem,
     },
+    /// Another process holds the lock on an output folder ([`crate::fsio::OutputLock`]).
+    #[error("{path}: another headroom run is writing this folder ({holder}); wait for it to end, or stop it")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// What the lock file says of its holder (pid, command, start time).
+        holder: String,
+    },
     /// An argument is outside what the function accepts.
     #[error("invalid argument `{name}`: {message}")]
     InvalidArgument {

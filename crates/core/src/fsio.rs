@@ -98,6 +98,73 @@ impl DurableBatch {
     }
 }
 
+impl Drop for DurableBatch {
+    /// Files written but never committed (the run failed before its commit, or the commit failed)
+    /// are removed: an error exit leaves no temporaries behind.
+    fn drop(&mut self) {
+        for (tmp, _) in self.pending.drain(..) {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// The lock file [`OutputLock`] takes in an output folder (hidden, so dataset walks skip it).
+pub const LOCK_FILE: &str = ".headroom.lock";
+
+/// An exclusive lock on an output folder, so that two runs never write into it at once.
+///
+/// An advisory `flock` on `<folder>/.headroom.lock`, which records who holds it (pid, command,
+/// start time). The kernel releases it when the process ends, however it ends, so it never goes
+/// stale after a crash or `kill -9`; the file itself stays (removing it could let two runs lock two
+/// different files). Released when dropped. On systems without `flock` it locks nothing.
+#[derive(Debug)]
+pub struct OutputLock {
+    _file: std::fs::File,
+}
+
+impl OutputLock {
+    /// Takes the lock on `folder` (which must exist) for `command` (e.g. `headroom label`), or says
+    /// who holds it.
+    pub fn acquire(folder: &Path, command: &str) -> Result<OutputLock> {
+        let path = folder.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        if !try_lock(&file).map_err(|e| Error::io(&path, e))? {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            let holder = holder.lines().collect::<Vec<_>>().join(", ");
+            return Err(Error::Locked { path, holder });
+        }
+        let since =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let text = format!("pid {}\ncommand {command}\nsince {since} (Unix time)\n", std::process::id());
+        (|| {
+            file.set_len(0)?;
+            file.write_all(text.as_bytes())
+        })()
+        .map_err(|e| Error::io(&path, e))?;
+        Ok(OutputLock { _file: file })
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn try_lock(file: &std::fs::File) -> std::io::Result<bool> {
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn try_lock(_file: &std::fs::File) -> std::io::Result<bool> {
+    Ok(true)
+}
+
 #[cfg(target_os = "linux")]
 fn flush(any: &Path, _pending: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
     // One open file is enough: syncfs flushes the whole filesystem it lives on.
@@ -149,6 +216,28 @@ mod tests {
         let names: Vec<_> = std::fs::read_dir(dir.path().join("x")).expect("list").collect();
         assert_eq!(names.len(), 3, "no temporaries left");
         batch.commit().expect("empty commit is fine");
+    }
+
+    #[test]
+    fn a_dropped_batch_removes_what_it_never_committed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut batch = DurableBatch::new(100, Duration::from_secs(3600));
+        batch.write(&dir.path().join("a.txt"), b"A").expect("write");
+        drop(batch);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).expect("list").collect();
+        assert!(names.is_empty(), "{names:?}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_second_writer_is_refused_and_told_who_holds_the_lock() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = OutputLock::acquire(dir.path(), "headroom label").expect("first");
+        let err = OutputLock::acquire(dir.path(), "headroom label").expect_err("second").to_string();
+        let pid = format!("pid {}", std::process::id());
+        assert!(err.contains(LOCK_FILE) && err.contains(&pid) && err.contains("headroom label"), "{err}");
+        drop(first);
+        OutputLock::acquire(dir.path(), "headroom label").expect("free again after the first ends");
     }
 
     #[test]

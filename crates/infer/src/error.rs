@@ -88,6 +88,16 @@ pub enum Error {
         /// What is wrong and what to do.
         reason: String,
     },
+    /// A run stopped on request (a signal) after committing its finished work.
+    #[error(
+        "stopped on request after labelling {labelled} images ({remaining} left); rerun the same command to resume"
+    )]
+    Interrupted {
+        /// Images labelled by this run.
+        labelled: usize,
+        /// Images still to label.
+        remaining: usize,
+    },
     /// A pipeline thread stopped unexpectedly.
     #[error("the {stage} thread stopped unexpectedly (panicked)")]
     Pipeline {

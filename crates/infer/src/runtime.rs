@@ -28,7 +28,8 @@ pub fn environment() -> Result<Environment> {
     let path = library_path();
     let env = ENVIRONMENT.get_or_init(|| {
         let builder = ort::init_from(&path).map_err(|e| e.to_string())?;
-        builder.with_name("headroom").build().map_err(|e| e.to_string())
+        // Nothing phones home, and nothing is written under the user's home (DESIGN.md).
+        builder.with_name("headroom").with_telemetry(false).build().map_err(|e| e.to_string())
     });
     env.clone().map_err(|reason| Error::RuntimeLoad { path, reason })
 }
@@ -38,9 +39,10 @@ pub fn environment() -> Result<Environment> {
 /// rejected by this ONNX Runtime) is an error unless `options.fallback`.
 pub fn open_session(model: &Path, options: &SessionOptions) -> Result<(Session, ExecutionProvider)> {
     if !model.is_file() {
+        let why = if model.is_dir() { "is a folder, not an ONNX model file" } else { "model file not found" };
         return Err(Error::Core(headroom_core::Error::io(
             model,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "model file not found"),
+            std::io::Error::new(std::io::ErrorKind::NotFound, why),
         )));
     }
     open(model, options, |builder| builder.commit_from_file(model))

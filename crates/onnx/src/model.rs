@@ -37,6 +37,10 @@ impl Model {
     /// Reads and loads `path`: see [`Model::from_bytes`].
     pub fn load(path: impl AsRef<Path>) -> Result<Model> {
         let path = path.as_ref();
+        if path.is_dir() {
+            let source = std::io::Error::other("is a folder, not an ONNX model file");
+            return Err(Error::Io { path: path.to_path_buf(), source });
+        }
         let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
         Model::from_bytes(&bytes, path)
     }
@@ -54,7 +58,12 @@ impl Model {
         let opset = opset(&proto, path)?;
         let graph_proto = proto.graph.as_ref().ok_or_else(|| not_onnx(path, "no graph"))?;
         let mut graph = Graph::import(graph_proto, opset, path)?;
-        graph.check()?;
+        match graph.check() {
+            Err(Error::Unsupported { path, ops }) => {
+                return Err(unsupported_or_not_a_detector(&proto, &graph, path, ops));
+            }
+            other => other?,
+        }
         graph.fold_initializer_aliases();
         graph.load_initializers(graph_proto)?;
         infer_shapes(&mut graph, &HashMap::new())?;
@@ -72,6 +81,52 @@ impl Model {
         let mut graph = self.graph.clone();
         infer_shapes(&mut graph, dims)?;
         Ok(graph)
+    }
+}
+
+/// A graph with operators headroom does not run: when it is not a detector at all (an Ultralytics
+/// export of another task, or no output of rank 3 as `[1, 4+nc, N]` and `[1, 300, 6]` have), saying
+/// so helps more than listing the operators of a classifier.
+fn unsupported_or_not_a_detector(
+    proto: &ModelProto,
+    graph: &Graph,
+    path: PathBuf,
+    ops: Vec<crate::UnsupportedOp>,
+) -> Error {
+    let names: Vec<&str> = ops
+        .iter()
+        .map(|op| op.op_type.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let task = proto.metadata_props.iter().find(|p| p.key() == "task").map(|p| p.value().to_string());
+    let reason = match task.as_deref() {
+        Some("detect") => return Error::Unsupported { path, ops },
+        Some(task) => format!("an Ultralytics `{task}` model; headroom trains and exports detectors"),
+        None if graph.outputs.iter().any(|o| o.shape.as_ref().is_some_and(|s| s.len() == 3)) => {
+            return Error::Unsupported { path, ops };
+        }
+        None => {
+            let shapes: Vec<String> = graph
+                .outputs
+                .iter()
+                .map(|o| {
+                    format!(
+                        "`{}` {}",
+                        o.name,
+                        o.shape.as_ref().map_or("of unknown shape".into(), |s| format!("{s:?}"))
+                    )
+                })
+                .collect();
+            format!(
+                "no output has a detector's shape [1, 4+classes, anchors] or [1, 300, 6] ({})",
+                shapes.join(", ")
+            )
+        }
+    };
+    Error::NotDetector {
+        path,
+        reason: format!("{reason} (it also uses operators headroom does not run: {})", names.join(", ")),
     }
 }
 

@@ -127,6 +127,34 @@ fn unsupported_ops_are_all_listed_in_one_error() {
     assert!(text.contains("unsupported.onnx"), "{text}");
 }
 
+/// Regression: a classifier (here: the fixture with its Detect outputs cut to a rank-2 output and a
+/// Relu) was refused as "unsupported operator(s): Relu"; it is "not a YOLO detector". Another
+/// Ultralytics task is named as such. A folder given as a model says so.
+#[test]
+fn a_graph_that_is_no_detector_is_called_so_not_unsupported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut proto = decode(&fixture("yolov8n-w00625-nc3-160.onnx"));
+    let graph = proto.graph.as_mut().expect("graph");
+    graph.node[1].op_type = Some("Relu".into());
+    let output = graph.output[0].r#type.as_mut().and_then(|t| t.value.as_mut());
+    if let Some(headroom_onnx::proto::type_proto::Value::TensorType(t)) = output {
+        t.shape.as_mut().expect("shape").dim.truncate(2);
+    }
+    let task = proto.metadata_props.iter().position(|p| p.key() == "task").expect("task key");
+    let mut task = proto.metadata_props.remove(task);
+    let path = write(dir.path(), "classifier.onnx", &proto);
+    let err = Model::load(&path).expect_err("not a detector").to_string();
+    assert!(err.contains("classifier.onnx: not a YOLO detector: no output has a detector's shape"), "{err}");
+    assert!(err.contains("operators headroom does not run: Relu"), "{err}");
+    task.value = Some("segment".into());
+    proto.metadata_props.push(task);
+    let path = write(dir.path(), "seg.onnx", &proto);
+    let err = Model::load(&path).expect_err("segment").to_string();
+    assert!(err.contains("an Ultralytics `segment` model"), "{err}");
+    let err = Model::load(dir.path()).expect_err("a folder").to_string();
+    assert!(err.contains("is a folder, not an ONNX model file"), "{err}");
+}
+
 #[test]
 fn opset_out_of_range_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");

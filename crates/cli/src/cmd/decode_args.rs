@@ -1,6 +1,6 @@
-//! Detection thresholds (`--conf`, `--iou`, `--max-det`, `--agnostic-nms`), shared by the commands
-//! that decode detections. Each command starts from its own conventions: `label` from Ultralytics'
-//! `predict` (conf 0.25), `eval` from `val` (conf 0.001).
+//! Detection thresholds (`--iou`, `--max-det`, `--agnostic-nms`), shared by the commands that
+//! decode detections. `--conf` is each command's own, with its own default: `label` follows
+//! Ultralytics' `predict` (0.25), `eval` follows `val` (0.001).
 
 use headroom_core::boxes::NmsMode;
 use headroom_infer::decode::DecodeOptions;
@@ -8,10 +8,6 @@ use headroom_infer::decode::DecodeOptions;
 /// Detection thresholds.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DecodeArgs {
-    /// Minimum confidence of a kept box [default: 0.25 for `label` as Ultralytics `predict`,
-    /// 0.001 for `eval` as Ultralytics `val`].
-    #[arg(long)]
-    pub conf: Option<f32>,
     /// NMS IoU threshold.
     #[arg(long, default_value_t = 0.7)]
     pub iou: f32,
@@ -24,9 +20,8 @@ pub struct DecodeArgs {
 }
 
 impl DecodeArgs {
-    /// `base` (the command's conventions) with these options applied, checked.
-    pub fn apply(&self, base: DecodeOptions) -> anyhow::Result<DecodeOptions> {
-        let confidence = self.conf.unwrap_or(base.confidence);
+    /// `base` (the command's conventions) with `confidence` and these options applied, checked.
+    pub fn apply(&self, confidence: f32, base: DecodeOptions) -> anyhow::Result<DecodeOptions> {
         anyhow::ensure!((0.0..=1.0).contains(&confidence), "--conf {confidence} is not in [0, 1]");
         anyhow::ensure!((0.0..=1.0).contains(&self.iou), "--iou {} is not in [0, 1]", self.iou);
         Ok(DecodeOptions {

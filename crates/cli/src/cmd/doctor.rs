@@ -9,7 +9,8 @@ use super::Outcome;
 /// Arguments of `headroom doctor`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Also run this ONNX model once through ONNX Runtime (default: the shipped demo model if present).
+    /// Also run this ONNX model once through ONNX Runtime on a grey image (by default only the
+    /// libraries are loaded and checked).
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Print the report as JSON on stdout.

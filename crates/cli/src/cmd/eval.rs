@@ -23,6 +23,10 @@ pub struct Args {
     /// Which split to evaluate.
     #[arg(long, value_enum, default_value_t = SplitArg::Val)]
     pub split: SplitArg,
+    /// Minimum confidence of a kept box (Ultralytics `val`'s default: mAP needs the low-confidence
+    /// boxes too).
+    #[arg(long, default_value_t = 0.001)]
+    pub conf: f32,
     /// Detection thresholds.
     #[command(flatten)]
     pub thresholds: DecodeArgs,
@@ -95,7 +99,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         args.data.display(),
         split.split
     );
-    let decode = args.thresholds.apply(DecodeOptions::val())?;
+    check_labels_found(args, &split)?;
+    let decode = args.thresholds.apply(args.conf, DecodeOptions::val())?;
     let session = args.provider.session_options();
     let report = evaluate(args, &config, &split.images, &decode, &session)?;
     if args.json {
@@ -108,6 +113,34 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         headroom_core::fsio::write_atomic(path, text.as_bytes())?;
     }
     Ok(Outcome::Success)
+}
+
+/// A split without label files gives meaningless numbers (every box a false positive): refuse it
+/// when no image has one, warn when some lack one (Ultralytics warns "no labels found").
+fn check_labels_found(args: &Args, split: &headroom_core::dataset::LoadedSplit) -> anyhow::Result<()> {
+    let report = &split.report;
+    let where_ = split
+        .images
+        .first()
+        .and_then(|r| r.label.parent())
+        .map_or_else(String::new, |p| format!(" (looked for them in {})", p.display()));
+    anyhow::ensure!(
+        report.labels_found > 0,
+        "{}: no image of the {} split has a label file{where_}; without labels there is nothing to \
+         measure (a folder of unlabelled images is for `headroom label`)",
+        args.data.display(),
+        split.split
+    );
+    if report.labels_missing > 0 {
+        tracing::warn!(
+            "{} of {} images of the {} split have no label file{where_}: they count as images without \
+             objects, and any box found on them as a false positive",
+            report.labels_missing,
+            split.images.len(),
+            split.split
+        );
+    }
+    Ok(())
 }
 
 #[cfg(feature = "onnxruntime")]
@@ -125,9 +158,10 @@ fn evaluate(
     let report =
         headroom_infer::eval::evaluate(&mut detector, images, &config.names, decode, preprocess, |n| {
             bar.set_position(n as u64)
-        })
-        .with_context(|| format!("evaluating {} on {}", args.model.display(), args.data.display()))?;
-    bar.finish_and_clear();
+        });
+    super::progress::end(&bar, report.is_ok());
+    let report =
+        report.with_context(|| format!("evaluating {} on {}", args.model.display(), args.data.display()))?;
     tracing::info!(
         "{} images in {:.1} s ({:.1} images/s)",
         images.len(),

@@ -30,8 +30,8 @@ pub struct Args {
     /// Square input size for `--check` on a dynamic model (default: its metadata `imgsz`).
     #[arg(long, value_name = "N", requires = "check")]
     pub imgsz: Option<u32>,
-    /// Threads for ONNX Runtime and libtorch in `--check` (0: their defaults).
-    #[arg(long, default_value_t = 0, requires = "check")]
+    /// Threads for ONNX Runtime and libtorch in `--check` (0: their defaults; at most 256).
+    #[arg(long, default_value_t = 0, requires = "check", value_parser = super::provider_args::count_arg::<0, 256>)]
     pub threads: usize,
     /// After the check, time N forward passes of each and print the medians.
     #[arg(long, default_value_t = 0, value_name = "N", requires = "check")]

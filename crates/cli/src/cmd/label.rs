@@ -7,7 +7,7 @@ use headroom_infer::decode::DecodeOptions;
 
 use super::Outcome;
 use super::decode_args::DecodeArgs;
-use super::provider_args::ProviderArgs;
+use super::provider_args::{ProviderArgs, count_arg};
 
 /// Arguments of `headroom label`.
 #[derive(Debug, clap::Args)]
@@ -21,6 +21,9 @@ pub struct Args {
     /// The dataset folder to write (Ultralytics layout); a rerun resumes it.
     #[arg(long, value_name = "DATASET")]
     pub out: PathBuf,
+    /// Minimum confidence of a kept box (Ultralytics `predict`'s default).
+    #[arg(long, default_value_t = 0.25)]
+    pub conf: f32,
     /// Detection thresholds.
     #[command(flatten)]
     pub thresholds: DecodeArgs,
@@ -34,11 +37,12 @@ pub struct Args {
     /// Also store the N best pre-NMS candidates per image in the soft-score file.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub topk: usize,
-    /// Image decoding and letterboxing threads [default: a quarter of the cores, at least 1].
-    #[arg(long)]
+    /// Image decoding and letterboxing threads (1–256) [default: a quarter of the cores, at least 1].
+    #[arg(long, value_parser = count_arg::<1, 256>)]
     pub workers: Option<usize>,
-    /// Images per inference call when the teacher's batch is dynamic (a fixed batch is used as is).
-    #[arg(long, default_value_t = 8)]
+    /// Images per inference call when the teacher's batch is dynamic (a fixed batch is used as is;
+    /// 1–1024).
+    #[arg(long, default_value_t = 8, value_parser = count_arg::<1, 1024>)]
     pub batch: usize,
     /// Inference sessions running in parallel, sharing `--threads` (each gets threads/streams) and
     /// each holding its own copy of the model [default: 2 on the CPU provider with 2 or more
@@ -72,7 +76,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         }
         Some(spec) => Some(("--class-map".to_string(), spec.clone())),
     };
-    let decode = args.thresholds.apply(DecodeOptions::predict())?;
+    let decode = args.thresholds.apply(args.conf, DecodeOptions::predict())?;
     label(args, decode, class_map)
 }
 
@@ -81,6 +85,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
     use headroom_infer::label::pipeline::PipelineSettings;
     use headroom_infer::label::{LabelRequest, label_folder};
 
+    let interrupt = super::interrupt::Interrupt::install()?;
     let mut options = args.provider.session_options();
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let threads = match options.intra_threads {
@@ -111,13 +116,23 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
         copy_images: args.copy_images,
         force: args.force,
         pipeline: PipelineSettings { workers, batch: args.batch, queue: 4 * args.batch.max(4) },
+        cancel: Some(interrupt.flag()),
     };
     let bar = super::progress::bar(0, "label");
     let manifest = label_folder(&mut teachers, &request, &|done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64)
     });
-    bar.finish_and_clear();
+    super::progress::end(&bar, manifest.is_ok());
+    if let (Err(headroom_infer::Error::Interrupted { labelled, remaining }), Some(signal)) =
+        (&manifest, interrupt.signal())
+    {
+        eprintln!(
+            "stopped by {}: {labelled} images labelled and saved, {remaining} left; rerun the same command to resume",
+            super::interrupt::signal_name(signal)
+        );
+        return Ok(Outcome::Interrupted(signal));
+    }
     let manifest = manifest
         .with_context(|| format!("labelling {} into {}", args.images.display(), args.out.display()))?;
     if args.json {

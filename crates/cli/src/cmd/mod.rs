@@ -6,8 +6,9 @@ mod eval;
 mod inspect;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod inspect_check;
+mod interrupt;
 mod label;
-mod progress;
+pub mod progress;
 mod provider_args;
 mod synth;
 
@@ -15,13 +16,13 @@ use clap::{Parser, Subcommand};
 
 /// Retrain YOLO detectors on the edge device itself, and ship them as quantized ONNX and TensorRT.
 #[derive(Debug, Parser)]
-#[command(name = "headroom", version, about, propagate_version = true)]
+#[command(name = "headroom", version, propagate_version = true)]
 pub struct Cli {
     /// More log output (-v debug, -vv trace). RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = "Logging")]
     pub verbose: u8,
     /// Only warnings and errors on stderr.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = "Logging")]
     pub quiet: bool,
     /// What to do.
     #[command(subcommand)]
@@ -50,6 +51,8 @@ pub enum Outcome {
     Success,
     /// Done, but a check the user asked for failed (exit code 1).
     CheckFailed,
+    /// Stopped cleanly by this signal (exit code 128 + signal).
+    Interrupted(i32),
 }
 
 /// Runs one subcommand.

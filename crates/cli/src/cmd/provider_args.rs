@@ -14,8 +14,8 @@ pub struct ProviderArgs {
     /// Skip a provider that fails to register (with a warning) instead of stopping.
     #[arg(long)]
     pub ep_fallback: bool,
-    /// ONNX Runtime intra-op threads of the CPU provider (0: ONNX Runtime decides).
-    #[arg(long, default_value_t = 0)]
+    /// ONNX Runtime intra-op threads of the CPU provider (0: ONNX Runtime decides; at most 256).
+    #[arg(long, default_value_t = 0, value_parser = count_arg::<0, 256>)]
     pub threads: usize,
     /// GPU for the CUDA and TensorRT providers.
     #[arg(long, default_value_t = 0)]
@@ -38,6 +38,16 @@ pub struct ProviderArgs {
     /// TensorRT: keep the tactic timing cache in this folder.
     #[arg(long, value_name = "DIR")]
     pub trt_timing_cache: Option<PathBuf>,
+}
+
+/// A count in `MIN..=MAX`, for thread, worker and batch options: an absurd value (`--threads
+/// 100000`) is refused at once instead of exhausting memory while threads are created.
+pub fn count_arg<const MIN: usize, const MAX: usize>(text: &str) -> Result<usize, String> {
+    let n: usize = text.trim().parse().map_err(|_| format!("`{text}` is not a whole number"))?;
+    if !(MIN..=MAX).contains(&n) {
+        return Err(format!("{n} is outside {MIN}..={MAX}"));
+    }
+    Ok(n)
 }
 
 /// Execution providers, as command-line values.

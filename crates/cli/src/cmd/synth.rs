@@ -84,7 +84,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let bar = super::progress::bar(total as u64, "synth");
     let started = Instant::now();
     let result = synth::write_dataset(&config, &args.out, |done| bar.set_position(done as u64));
-    bar.finish_and_clear();
+    super::progress::end(&bar, result.is_ok());
     let summary =
         result.with_context(|| format!("cannot write the synthetic dataset to {}", args.out.display()))?;
     let seconds = started.elapsed().as_secs_f64();

@@ -46,16 +46,41 @@ fn swap_folder(path: &Path, from: &str, to: &str) -> PathBuf {
 ///
 /// Errors name `config` (the data.yaml) and `key`: a source that does not exist, or no image at all.
 pub fn list_images(config: &Path, key: &str, sources: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    list_images_excluding(config, key, sources, &[])
+}
+
+/// [`list_images`], never entering the folders in `exclude` (e.g. an output folder inside the
+/// images). Folders are visited once each, by their real path: a symbolic link that leads back into
+/// a folder already walked (a loop, or a second way to the same folder) adds nothing.
+pub fn list_images_excluding(
+    config: &Path,
+    key: &str,
+    sources: &[PathBuf],
+    exclude: &[PathBuf],
+) -> Result<Vec<PathBuf>> {
+    let mut walk = Walk {
+        visited: HashSet::new(),
+        exclude: exclude.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect(),
+        skipped_links: 0,
+    };
     let mut images = Vec::new();
     for source in sources {
         if source.is_dir() {
-            walk_folder(source, &mut images)?;
+            walk.folder(source, &mut images)?;
         } else if source.is_file() {
             images.extend(read_image_list(source)?);
         } else {
             let message = format!("key `{key}:` points to {}, which does not exist", source.display());
             return Err(Error::Dataset { path: config.to_path_buf(), message });
         }
+    }
+    if walk.skipped_links > 0 {
+        tracing::warn!(
+            "{} folder link(s) under {} lead to a folder already listed (a loop or a second path to it): \
+             each folder is read once",
+            walk.skipped_links,
+            sources.iter().map(|s| s.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
     }
     images.retain(|p| is_image_path(p));
     images.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
@@ -71,24 +96,44 @@ pub fn list_images(config: &Path, key: &str, sources: &[PathBuf]) -> Result<Vec<
     Ok(images)
 }
 
-/// Files under `folder` with a dot in their name, recursively, skipping hidden entries (like
-/// Python's `glob("**/*.*", recursive=True)`).
-fn walk_folder(folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let entries = std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(folder, e))?;
-        let name = entry.file_name();
-        if name.as_encoded_bytes().first() == Some(&b'.') {
-            continue;
+/// A recursive folder walk that visits each real folder once.
+struct Walk {
+    /// Real paths of the folders entered so far.
+    visited: HashSet<PathBuf>,
+    /// Real paths never entered.
+    exclude: Vec<PathBuf>,
+    /// Folders reached again through a link (reported once, at the end).
+    skipped_links: usize,
+}
+
+impl Walk {
+    /// Files under `folder` with a dot in their name, recursively, skipping hidden entries (like
+    /// Python's `glob("**/*.*", recursive=True)`, but entering each real folder once).
+    fn folder(&mut self, folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+        let real = std::fs::canonicalize(folder).map_err(|e| Error::io(folder, e))?;
+        if self.exclude.contains(&real) {
+            return Ok(());
         }
-        let path = entry.path();
-        if path.is_dir() {
-            walk_folder(&path, out)?;
-        } else if name.as_encoded_bytes().contains(&b'.') {
-            out.push(path);
+        if !self.visited.insert(real) {
+            self.skipped_links += 1;
+            return Ok(());
         }
+        let entries = std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(folder, e))?;
+            let name = entry.file_name();
+            if name.as_encoded_bytes().first() == Some(&b'.') {
+                continue;
+            }
+            let path = entry.path();
+            if path.is_dir() {
+                self.folder(&path, out)?;
+            } else if name.as_encoded_bytes().contains(&b'.') {
+                out.push(path);
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The entries of an image list file (see [`list_images`]).
@@ -231,5 +276,36 @@ mod tests {
         touch(&d.join("labels/classes.txt"));
         let images = [d.join("images/a.jpg")];
         assert_eq!(orphan_labels(&images).expect("listed"), [d.join("labels/c.txt")]);
+    }
+}
+
+#[cfg(all(test, unix))]
+mod link_tests {
+    use super::*;
+
+    #[test]
+    fn regression_symlink_loops_are_walked_once_and_excluded_folders_not_at_all() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("photos");
+        std::fs::create_dir_all(root.join("day")).expect("mkdir");
+        std::fs::write(root.join("day/a.jpg"), b"x").expect("write");
+        std::fs::write(root.join("b.jpg"), b"x").expect("write");
+        // Two loops back to the root (one through a link to a link), and a second way to `day`.
+        std::os::unix::fs::symlink(&root, root.join("day/up")).expect("link");
+        std::os::unix::fs::symlink(root.join("day/up"), root.join("again")).expect("link");
+        std::os::unix::fs::symlink(root.join("day"), root.join("day2")).expect("link");
+        // An output folder inside the images, holding links to them (what `label --out` writes).
+        std::fs::create_dir_all(root.join("out/images")).expect("mkdir");
+        std::os::unix::fs::symlink(root.join("b.jpg"), root.join("out/images/b.jpg")).expect("link");
+        let cfg = Path::new("data.yaml");
+        let all = list_images(cfg, "val", std::slice::from_ref(&root)).expect("lists");
+        let names: Vec<String> =
+            all.iter().map(|p| p.strip_prefix(&root).expect("under root").display().to_string()).collect();
+        assert_eq!(names.len(), 3, "each real folder once: {names:?}");
+        assert!(names.contains(&"b.jpg".to_string()) && names.contains(&"out/images/b.jpg".to_string()));
+        let without_out = list_images_excluding(cfg, "val", std::slice::from_ref(&root), &[root.join("out")])
+            .expect("lists");
+        assert_eq!(without_out.len(), 2, "{without_out:?}");
+        assert!(without_out.iter().all(|p| !p.starts_with(root.join("out"))));
     }
 }

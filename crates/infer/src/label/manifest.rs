@@ -62,9 +62,9 @@ pub struct LabelCounts {
     pub skipped: usize,
     /// Images whose labels went beside a human label file (listed in `conflicts`).
     pub conflicts: usize,
-    /// Boxes written by this run.
+    /// Boxes in the dataset's teacher labels: written by this run and by the earlier runs it resumed.
     pub boxes: usize,
-    /// Boxes written per student class.
+    /// Boxes per student class, likewise.
     pub boxes_per_class: Vec<usize>,
     /// Boxes dropped because the class map drops their teacher class.
     pub dropped_unmapped: usize,
@@ -80,6 +80,10 @@ pub enum RunStatus {
     Running,
     /// Finished.
     Complete,
+    /// Stopped by a signal (Ctrl-C, SIGTERM) after writing the images in flight; rerun to resume.
+    Interrupted,
+    /// Stopped by an error (or no image could be read); rerun to resume once it is fixed.
+    Failed,
 }
 
 /// The whole manifest.

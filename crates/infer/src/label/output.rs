@@ -79,7 +79,13 @@ pub fn plan_jobs(images: &Path, dataset: &Path) -> Result<(Vec<Job>, Vec<Skipped
         let reason = "is not a folder of images".to_string();
         return Err(Error::Output { path: images.to_path_buf(), reason });
     }
-    let listed = headroom_core::dataset::layout::list_images(images, "--images", &[images.to_path_buf()])?;
+    // The output folder may lie inside the images (it holds links to them): never label it.
+    let listed = headroom_core::dataset::layout::list_images_excluding(
+        images,
+        "--images",
+        &[images.to_path_buf()],
+        &[dataset.to_path_buf()],
+    )?;
     let (mut jobs, mut skipped) = (Vec::with_capacity(listed.len()), Vec::new());
     let mut seen = std::collections::HashSet::new();
     for source in listed {

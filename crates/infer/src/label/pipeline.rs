@@ -82,11 +82,15 @@ pub enum Inferred {
 /// Runs `jobs` (indices into `all`) through `detectors` (one inference stream each, all the same
 /// model), handing each result to `write` on a writer thread. Returns the writer's first error, else
 /// the first inference error, else `Ok`.
+///
+/// When `cancel` becomes true, workers stop taking images and streams stop after their current
+/// batch; what was inferred is still written, and the call returns `Ok`.
 pub fn run_pipeline<W>(
     detectors: &mut [Detector],
     all: &[Job],
     jobs: &[usize],
     settings: PipelineSettings,
+    cancel: &AtomicBool,
     write: W,
 ) -> Result<()>
 where
@@ -109,7 +113,7 @@ where
         for _ in 0..settings.workers.max(1) {
             let tx = prepared_tx.clone();
             let next = &next;
-            workers.push(scope.spawn(move || prepare_worker(all, jobs, next, &letterbox, &tx)));
+            workers.push(scope.spawn(move || prepare_worker(all, jobs, next, &letterbox, cancel, &tx)));
         }
         drop(prepared_tx);
         let writer = scope.spawn(move || write_all(inferred_rx, write));
@@ -117,7 +121,7 @@ where
         let (rx, stop) = (&prepared_rx, &stop);
         // A stream that fails stops the others at their next batch.
         let run = move |detector: &mut Detector, tx: &SyncSender<Inferred>| {
-            let result = infer_all(detector, rx, tx, batch, stop);
+            let result = infer_all(detector, rx, tx, batch, stop, cancel);
             if result.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -157,11 +161,12 @@ fn prepare_worker(
     jobs: &[usize],
     next: &AtomicUsize,
     letterbox: &LetterboxOptions,
+    cancel: &AtomicBool,
     tx: &SyncSender<Prepared>,
 ) {
-    loop {
+    while !cancel.load(Ordering::Relaxed) {
         let Some(&job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
-        let item = match headroom_core::imageio::read_rgb(&all[job].source) {
+        let item = match read_checked(&all[job].source) {
             Ok(image) => {
                 let geometry = Letterbox::new(image.width(), image.height(), letterbox);
                 Prepared::Ready { job, tensor: to_chw(&geometry.apply(&image)), geometry }
@@ -172,6 +177,18 @@ fn prepare_worker(
             return;
         }
     }
+}
+
+/// Reads an image after the checks `eval` and Ultralytics apply to a dataset image (it decodes, is at
+/// least 10 pixels a side, a PNG is whole, a JPEG is not truncated): a half-grey truncated JPEG is
+/// skipped, not labelled. A JPEG with data after its end marker is labelled, with a warning.
+fn read_checked(path: &std::path::Path) -> headroom_core::Result<image::RgbImage> {
+    let bytes = std::fs::read(path).map_err(|e| headroom_core::Error::io(path, e))?;
+    let info = headroom_core::dataset::verify::verify_bytes(path, &bytes)?;
+    if let Some(warning) = info.warning {
+        tracing::warn!("{warning}");
+    }
+    headroom_core::imageio::decode_rgb(path, &bytes)
 }
 
 /// Collects up to `max` ready images, blocking until the batch is full or the queue is closed;
@@ -202,13 +219,14 @@ fn infer_all(
     tx: &SyncSender<Inferred>,
     batch_size: usize,
     stop: &AtomicBool,
+    cancel: &AtomicBool,
 ) -> Result<()> {
     let (w, h) = detector.input_size();
     let per_image = 3 * w as usize * h as usize;
     let mut input = Vec::with_capacity(batch_size * per_image);
     let mut layout = detector.declared_layout();
     let forward = |job, reason| tx.send(Inferred::Failed { job, reason }).is_ok();
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) && !cancel.load(Ordering::Relaxed) {
         // One stream collects a whole batch at a time; the others wait for the queue meanwhile.
         let next = match rx.lock() {
             Ok(rx) => rx.as_ref().and_then(|rx| next_batch(rx, batch_size, forward)),

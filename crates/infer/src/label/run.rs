@@ -1,6 +1,8 @@
 //! One `headroom label` run: check the output, plan, run the pipeline, write the manifest.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::class_map::ClassMap;
@@ -10,7 +12,7 @@ use super::pipeline::{Inferred, PipelineSettings, run_pipeline};
 use crate::decode::{DecodeOptions, OutputLayout, decode_soft};
 use crate::detector::Detector;
 use crate::{Error, Result};
-use headroom_core::fsio::DurableBatch;
+use headroom_core::fsio::{DurableBatch, OutputLock};
 
 /// What to label and how.
 #[derive(Debug, Clone)]
@@ -33,6 +35,9 @@ pub struct LabelRequest {
     pub force: bool,
     /// Threads, batch and queues.
     pub pipeline: PipelineSettings,
+    /// Set (by a signal handler) to stop early: the images in flight are written, the manifest is
+    /// marked interrupted and [`label_folder`] returns [`Error::Interrupted`]; a rerun resumes.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 /// Labels `request.images` into `request.out` with `detectors` (sessions of the same teacher, one per
@@ -79,9 +84,15 @@ pub fn label_folder(
         pipeline_seconds: 0.0,
         images_per_second: 0.0,
     };
-    prepare_output(&request.out, &manifest, request.force)?;
+    // Everything that can refuse the request before anything is written: no output folder, no
+    // data.yaml for a wrong --images.
     let (jobs, skipped) = output::plan_jobs(&request.images, &request.out)?;
+    std::fs::create_dir_all(&request.out)
+        .map_err(|e| Error::Core(headroom_core::Error::io(&request.out, e)))?;
+    let _lock = OutputLock::acquire(&request.out, "headroom label")?;
+    prepare_output(&request.out, &manifest, request.force)?;
     manifest.counts.images = jobs.len() + skipped.len();
+    let skipped_by_plan = skipped.len();
     manifest.counts.skipped = skipped.len();
     manifest.skipped = skipped;
     manifest.counts.boxes_per_class = vec![0; manifest.settings.class_map.names.len()];
@@ -110,7 +121,9 @@ pub fn label_folder(
         let batch = DurableBatch::new(COMMIT_EVERY_FILES, COMMIT_EVERY);
         let mut writer =
             Writer { jobs: &jobs, targets: &targets, request, manifest: &mut manifest, done: 0, batch };
-        let result = run_pipeline(detectors, &jobs, &todo, request.pipeline, |item| {
+        let never = AtomicBool::new(false);
+        let cancel = request.cancel.as_deref().unwrap_or(&never);
+        let result = run_pipeline(detectors, &jobs, &todo, request.pipeline, cancel, |item| {
             writer.handle(item)?;
             progress(writer.done, total);
             Ok(())
@@ -123,7 +136,27 @@ pub fn label_folder(
     manifest.images_per_second = labelled.1 as f64 / manifest.pipeline_seconds.max(1e-9);
     manifest.counts.conflicts = manifest.conflicts.len();
     manifest.counts.skipped = manifest.skipped.len();
-    labelled.0?;
+    if let Err(e) = labelled.0 {
+        manifest.status = RunStatus::Failed;
+        let _ = manifest.write(&request.out);
+        return Err(e);
+    }
+    if request.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+        manifest.status = RunStatus::Interrupted;
+        manifest.write(&request.out)?;
+        return Err(Error::Interrupted { labelled: labelled.1, remaining: total - labelled.1 });
+    }
+    let failed_now = manifest.skipped.len() - skipped_by_plan;
+    if total > 0 && labelled.1 == 0 && failed_now > 0 {
+        manifest.status = RunStatus::Failed;
+        manifest.write(&request.out)?;
+        let reason = format!(
+            "none of the {total} images to label could be read ({} skipped; the first: {})",
+            failed_now,
+            manifest.skipped.last().map_or(String::new(), |s| format!("{}: {}", s.path.display(), s.reason))
+        );
+        return Err(Error::Output { path: request.images.clone(), reason });
+    }
     manifest.status = RunStatus::Complete;
     for conflict in &manifest.conflicts {
         tracing::warn!(
@@ -152,6 +185,8 @@ fn plan_states(jobs: &[output::Job], force: bool, manifest: &mut LabelManifest) 
         match output::job_state(job, force) {
             JobState::Done(conflict) => {
                 manifest.counts.already_done += 1;
+                let labels = if conflict.is_some() { &job.teacher_label } else { &job.label };
+                count_finished_labels(labels, &mut manifest.counts);
                 manifest.conflicts.extend(conflict);
             }
             JobState::Todo { target, conflict } => {
@@ -161,6 +196,18 @@ fn plan_states(jobs: &[output::Job], force: bool, manifest: &mut LabelManifest) 
         }
     }
     (todo, targets)
+}
+
+/// Adds the boxes of a label file finished by an earlier run to `counts`, so that a resumed run's
+/// counts describe the whole dataset. The file was just checked against its recorded hash.
+fn count_finished_labels(path: &Path, counts: &mut super::manifest::LabelCounts) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for class in text.lines().filter_map(|line| line.split_whitespace().next()?.parse::<usize>().ok()) {
+        counts.boxes += 1;
+        if let Some(n) = counts.boxes_per_class.get_mut(class) {
+            *n += 1;
+        }
+    }
 }
 
 /// Turns inferred images into files and counts.
