@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    disable_onnxruntime_telemetry();
     let cli = cmd::Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     match cmd::run(cli.command) {
@@ -27,6 +28,17 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// ONNX Runtime 1.31 starts its telemetry when it loads and writes
+/// `~/.cache/Microsoft/DeveloperTools/.onnxruntime/{deviceid,onnxruntime.db}` even with telemetry
+/// events disabled through the API; only this variable stops it. Nothing phones home, and a device
+/// writes only where the user said (DESIGN.md).
+#[allow(unsafe_code)]
+fn disable_onnxruntime_telemetry() {
+    // SAFETY: the first call of `main`, before any thread exists, so nothing reads the environment
+    // while it changes.
+    unsafe { std::env::set_var("ORT_DISABLE_TELEMETRY", "1") };
 }
 
 /// Logs go to stderr; `RUST_LOG` overrides the level chosen by `-v`/`-q`.

@@ -171,7 +171,12 @@ fn prepare_worker(
                 let geometry = Letterbox::new(image.width(), image.height(), letterbox);
                 Prepared::Ready { job, tensor: to_chw(&geometry.apply(&image)), geometry }
             }
-            Err(e) => Prepared::Failed { job, reason: e.to_string() },
+            Err(e) => {
+                // The manifest records the path beside the reason: do not repeat it inside.
+                let text = e.to_string();
+                let path = format!("{}: ", all[job].source.display());
+                Prepared::Failed { job, reason: text.strip_prefix(&path).unwrap_or(&text).to_string() }
+            }
         };
         if tx.send(item).is_err() {
             return;

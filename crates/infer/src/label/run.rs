@@ -147,7 +147,7 @@ pub fn label_folder(
         return Err(Error::Interrupted { labelled: labelled.1, remaining: total - labelled.1 });
     }
     let failed_now = manifest.skipped.len() - skipped_by_plan;
-    if total > 0 && labelled.1 == 0 && failed_now > 0 {
+    if total > 0 && labelled.1 == 0 && manifest.counts.already_done == 0 && failed_now > 0 {
         manifest.status = RunStatus::Failed;
         manifest.write(&request.out)?;
         let reason = format!(
