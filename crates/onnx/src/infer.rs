@@ -147,12 +147,15 @@ pub fn infer_node(node: &Node, inputs: &[Value]) -> Result<Vec<Value>, String> {
             Axes::Unknown => unknown(),
         },
         Op::Flatten(c) => vec![flatten(&first, c.axis)],
-        Op::ConstantOfShape(_) => vec![shaped(first.ints.ok_or("shape input is not known")?)],
+        Op::ConstantOfShape(_) => match first.ints {
+            Some(dims) => vec![shaped(dims)],
+            None => unknown(),
+        },
         Op::Range => vec![range(inputs)],
-        Op::Expand => vec![shaped(broadcast(
-            &shape0.ok_or("unknown input")?,
-            &inputs.get(1).and_then(|v| v.ints.clone()).ok_or("unknown target shape")?,
-        )?)],
+        Op::Expand => match (shape0, inputs.get(1).and_then(|v| v.ints.clone())) {
+            (Some(shape), Some(target)) => vec![shaped(broadcast(&shape, &target)?)],
+            _ => unknown(),
+        },
         Op::TopK(c) => top_k(&first, inputs.get(1), c.axis)?,
         Op::ReduceMax(c) => match axes_of(node, &c.axes, inputs) {
             Axes::Given(axes) => vec![reduce(&first, Some(axes), c.keepdims, c.noop_with_empty_axes)?],
@@ -305,13 +308,22 @@ fn matmul(inputs: &[Value]) -> Result<Value, String> {
     else {
         return Ok(Value::default());
     };
-    if a.len() < 2 || b.len() < 2 {
-        return Err("MatMul on vectors is not supported".into());
+    if a.is_empty() || b.is_empty() {
+        return Err("MatMul of a scalar".into());
     }
-    let mut batch = broadcast(&a[..a.len() - 2], &b[..b.len() - 2])?;
-    batch.push(a[a.len() - 2].clone());
-    batch.push(b[b.len() - 1].clone());
-    Ok(shaped(batch))
+    // numpy.matmul: a vector operand is a matrix with a 1 prepended (a) or appended (b), which the
+    // result drops again.
+    let (a_vector, b_vector) = (a.len() == 1, b.len() == 1);
+    let a = if a_vector { vec![Dim::Known(1), a[0].clone()] } else { a };
+    let b = if b_vector { vec![b[0].clone(), Dim::Known(1)] } else { b };
+    let mut out = broadcast(&a[..a.len() - 2], &b[..b.len() - 2])?;
+    if !a_vector {
+        out.push(a[a.len() - 2].clone());
+    }
+    if !b_vector {
+        out.push(b[b.len() - 1].clone());
+    }
+    Ok(shaped(out))
 }
 
 fn concat(inputs: &[Value], axis: i64) -> Result<Value, String> {
@@ -663,6 +675,33 @@ mod tests {
         assert_eq!(out, vec![known(&[2]), known(&[4])]);
         let out = infer_node(&split(4), &[known(&[7])]).expect("infers");
         assert_eq!(out, vec![known(&[2]), known(&[2]), known(&[2]), known(&[1])]);
+    }
+
+    #[test]
+    fn matmul_with_vector_operands_follows_numpy() {
+        // onnx test_matmul_1d_1d, test_matmul_1d_3d, test_matmul_4d_1d.
+        let matmul = node(Op::MatMul);
+        assert_eq!(infer_node(&matmul, &[known(&[3]), known(&[3])]).expect("1d·1d")[0], known(&[]));
+        assert_eq!(infer_node(&matmul, &[known(&[3]), known(&[2, 3, 4])]).expect("1d·3d")[0], known(&[2, 4]));
+        assert_eq!(
+            infer_node(&matmul, &[known(&[2, 1, 3, 4]), known(&[4])]).expect("4d·1d")[0],
+            known(&[2, 1, 3])
+        );
+    }
+
+    #[test]
+    fn expand_and_constant_of_shape_to_an_unknown_shape_are_unknown_not_an_error() {
+        // onnx test_expand_dim_changed: the target shape is a graph input.
+        let out = infer_node(&node(Op::Expand), &[known(&[3, 1]), known(&[3])]).expect("infers");
+        assert_eq!(out[0].shape, None);
+        let fill = node(Op::ConstantOfShape(crate::ops::ConstantOfShapeConfig {
+            value: crate::tensor::Tensor {
+                name: String::new(),
+                dims: vec![1],
+                data: TensorData::F32(vec![0.0]),
+            },
+        }));
+        assert_eq!(infer_node(&fill, &[known(&[3])]).expect("infers")[0].shape, None);
     }
 
     #[test]

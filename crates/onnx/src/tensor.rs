@@ -222,7 +222,10 @@ mod tests {
         let t = from_bytes(&p.encode_to_vec()).expect("decodes");
         assert_eq!((t.name.as_str(), t.dims.clone(), t.data), ("t", vec![2], TensorData::I32(vec![3, -4])));
         assert!(from_bytes(&[0xff, 0xff]).is_err());
-        assert!(from_bytes(&proto(DataType::String, vec![1]).encode_to_vec()).is_err_and(|e| e.contains("STRING")));
+        assert!(
+            from_bytes(&proto(DataType::String, vec![1]).encode_to_vec())
+                .is_err_and(|e| e.contains("STRING"))
+        );
     }
 
     #[test]
