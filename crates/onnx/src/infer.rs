@@ -127,7 +127,7 @@ pub fn infer_node(node: &Node, inputs: &[Value]) -> Result<Vec<Value>, String> {
         }
         Op::MatMul => vec![matmul(inputs)?],
         Op::Concat(c) => vec![concat(inputs, c.axis)?],
-        Op::Split(c) => split(&first, inputs.get(1), c)?,
+        Op::Split(c) => split(&first, inputs.get(1).filter(|_| present(node, 1)), c)?,
         Op::Slice => vec![slice(inputs)?],
         Op::Reshape(c) => vec![reshape(&first, inputs.get(1), c.allowzero)?],
         Op::Transpose(c) => vec![transpose(&first, c.perm.as_deref())?],
@@ -137,19 +137,31 @@ pub fn infer_node(node: &Node, inputs: &[Value]) -> Result<Vec<Value>, String> {
         Op::GatherElements(_) => {
             vec![shaped(inputs.get(1).and_then(|v| v.shape.clone()).ok_or("unknown indices")?)]
         }
-        Op::Unsqueeze(c) => vec![unsqueeze(&first, axes_of(&c.axes, inputs.get(1)))?],
-        Op::Squeeze(c) => vec![squeeze(&first, axes_of(&c.axes, inputs.get(1)))?],
+        Op::Unsqueeze(c) => match axes_of(node, &c.axes, inputs) {
+            Axes::Given(axes) => vec![unsqueeze(&first, Some(axes))?],
+            Axes::Unknown | Axes::Absent => unknown(),
+        },
+        Op::Squeeze(c) => match axes_of(node, &c.axes, inputs) {
+            Axes::Given(axes) => vec![squeeze(&first, Some(axes))?],
+            Axes::Absent => vec![squeeze(&first, None)?],
+            Axes::Unknown => unknown(),
+        },
         Op::Flatten(c) => vec![flatten(&first, c.axis)],
-        Op::ConstantOfShape(_) => vec![shaped(first.ints.ok_or("shape input is not known")?)],
+        Op::ConstantOfShape(_) => match first.ints {
+            Some(dims) => vec![shaped(dims)],
+            None => unknown(),
+        },
         Op::Range => vec![range(inputs)],
-        Op::Expand => vec![shaped(broadcast(
-            &shape0.ok_or("unknown input")?,
-            &inputs.get(1).and_then(|v| v.ints.clone()).ok_or("unknown target shape")?,
-        )?)],
+        Op::Expand => match (shape0, inputs.get(1).and_then(|v| v.ints.clone())) {
+            (Some(shape), Some(target)) => vec![shaped(broadcast(&shape, &target)?)],
+            _ => unknown(),
+        },
         Op::TopK(c) => top_k(&first, inputs.get(1), c.axis)?,
-        Op::ReduceMax(c) => {
-            vec![reduce(&first, axes_of(&c.axes, inputs.get(1)), c.keepdims, c.noop_with_empty_axes)?]
-        }
+        Op::ReduceMax(c) => match axes_of(node, &c.axes, inputs) {
+            Axes::Given(axes) => vec![reduce(&first, Some(axes), c.keepdims, c.noop_with_empty_axes)?],
+            Axes::Absent => vec![reduce(&first, None, c.keepdims, c.noop_with_empty_axes)?],
+            Axes::Unknown => unknown(),
+        },
         Op::NonMaxSuppression(_) => vec![shaped(vec![Dim::Symbol("selected".into()), Dim::Known(3)])],
         Op::Unsupported { .. } => unknown(),
     })
@@ -268,7 +280,21 @@ fn conv_like(
                 let reach = Dim::Known(dilation).mul(&kernel[i].sub(&Dim::Known(1))).add(&Dim::Known(1));
                 let span = size.add(&pads).sub(&reach);
                 let span = if ceil_mode { span.add(&stride).sub(&Dim::Known(1)) } else { span };
-                span.div(&stride).add(&Dim::Known(1))
+                let out = span.div(&stride).add(&Dim::Known(1));
+                let begin = match padding {
+                    Padding::Explicit(p) => *p.get(i).unwrap_or(&0),
+                    _ => 0,
+                };
+                match (ceil_mode, out.known(), size.known(), stride.known()) {
+                    // Rounding up never adds a window that starts in the end padding (ONNX and
+                    // PyTorch drop it).
+                    (true, Some(n), Some(size), Some(stride))
+                        if n > 1 && (n - 1).saturating_mul(stride) >= size.saturating_add(begin) =>
+                    {
+                        Dim::Known(n - 1)
+                    }
+                    _ => out,
+                }
             }
         };
         out.push(dim);
@@ -282,13 +308,22 @@ fn matmul(inputs: &[Value]) -> Result<Value, String> {
     else {
         return Ok(Value::default());
     };
-    if a.len() < 2 || b.len() < 2 {
-        return Err("MatMul on vectors is not supported".into());
+    if a.is_empty() || b.is_empty() {
+        return Err("MatMul of a scalar".into());
     }
-    let mut batch = broadcast(&a[..a.len() - 2], &b[..b.len() - 2])?;
-    batch.push(a[a.len() - 2].clone());
-    batch.push(b[b.len() - 1].clone());
-    Ok(shaped(batch))
+    // numpy.matmul: a vector operand is a matrix with a 1 prepended (a) or appended (b), which the
+    // result drops again.
+    let (a_vector, b_vector) = (a.len() == 1, b.len() == 1);
+    let a = if a_vector { vec![Dim::Known(1), a[0].clone()] } else { a };
+    let b = if b_vector { vec![b[0].clone(), Dim::Known(1)] } else { b };
+    let mut out = broadcast(&a[..a.len() - 2], &b[..b.len() - 2])?;
+    if !a_vector {
+        out.push(a[a.len() - 2].clone());
+    }
+    if !b_vector {
+        out.push(b[b.len() - 1].clone());
+    }
+    Ok(shaped(out))
 }
 
 fn concat(inputs: &[Value], axis: i64) -> Result<Value, String> {
@@ -321,10 +356,21 @@ fn split(x: &Value, sizes: Option<&Value>, cfg: &crate::ops::SplitConfig) -> Res
     let Some(s) = &x.shape else { return Ok(vec![Value::default(); cfg.parts]) };
     let axis = cfg.axis as usize;
     let total = s.get(axis).ok_or("axis out of range")?;
-    let sizes: Vec<Dim> = match (sizes.and_then(|v| v.ints.clone()), &cfg.split) {
-        (Some(ints), _) => ints,
+    let parts = Dim::Known(cfg.parts as i64);
+    let sizes: Vec<Dim> = match (sizes.map(|v| v.ints.clone()), &cfg.split) {
+        (Some(Some(ints)), _) => ints,
+        // The sizes are an input whose values are not known here.
+        (Some(None), _) => return Ok(vec![Value::default(); cfg.parts]),
         (None, Some(attr)) => attr.iter().map(|v| Dim::Known(*v)).collect(),
-        (None, None) => vec![total.div(&Dim::Known(cfg.parts as i64)); cfg.parts],
+        // Equal parts of ceil(total / parts), the last one smaller (opset 18 `num_outputs`).
+        (None, None) => match total.known() {
+            Some(n) => {
+                let chunk = total.add(&parts).sub(&Dim::Known(1)).div(&parts);
+                let chunk = chunk.known().unwrap_or(0);
+                (0..cfg.parts as i64).map(|i| Dim::Known(chunk.min(n - i * chunk).max(0))).collect()
+            }
+            None => vec![total.div(&parts); cfg.parts],
+        },
     };
     Ok(sizes
         .into_iter()
@@ -460,8 +506,27 @@ fn gather(data: &Value, indices: Option<&Value>, axis: i64) -> Result<Value, Str
     Ok(Value { shape: Some(out), ints, floats: None })
 }
 
-fn axes_of(attr: &Option<Vec<i64>>, input: Option<&Value>) -> Option<Vec<i64>> {
-    attr.clone().or_else(|| known_ints(input))
+/// Whether the node has input `i` (an omitted optional input is an empty name).
+fn present(node: &Node, i: usize) -> bool {
+    node.inputs.get(i).is_some_and(|name| !name.is_empty())
+}
+
+/// The axes of Squeeze, Unsqueeze, ReduceMax: from the attribute (old opsets) or input 1.
+enum Axes {
+    /// Known axes.
+    Given(Vec<i64>),
+    /// No attribute and no input: the op's default (all axes, or all size-1 axes).
+    Absent,
+    /// Input 1 is given but its values are not known here: the output shape is unknown.
+    Unknown,
+}
+
+fn axes_of(node: &Node, attr: &Option<Vec<i64>>, inputs: &[Value]) -> Axes {
+    match (attr, present(node, 1)) {
+        (Some(axes), _) => Axes::Given(axes.clone()),
+        (None, false) => Axes::Absent,
+        (None, true) => known_ints(inputs.get(1)).map_or(Axes::Unknown, Axes::Given),
+    }
 }
 
 fn unsqueeze(x: &Value, axes: Option<Vec<i64>>) -> Result<Value, String> {
@@ -556,6 +621,87 @@ mod tests {
         let dims = out[0].shape.clone().expect("shape");
         assert_eq!(dims[3], Dim::Known(32));
         assert!(dims[2].to_string().contains('h'), "{}", dims[2]);
+    }
+
+    #[test]
+    fn max_pool_ceil_mode_drops_a_window_that_would_start_in_the_end_padding() {
+        // onnx test_maxpool_2d_ceil_output_size_reduce_by_one: 2x2 input, kernel 1, stride 2, ceil.
+        let pool = node(Op::MaxPool(crate::ops::MaxPoolConfig {
+            kernel_shape: vec![1, 1],
+            strides: vec![2, 2],
+            dilations: vec![1, 1],
+            padding: Padding::Explicit(vec![0; 4]),
+            ceil_mode: true,
+        }));
+        assert_eq!(infer_node(&pool, &[known(&[1, 1, 2, 2])]).expect("infers")[0], known(&[1, 1, 1, 1]));
+        assert_eq!(infer_node(&pool, &[known(&[1, 1, 3, 3])]).expect("infers")[0], known(&[1, 1, 2, 2]));
+    }
+
+    #[test]
+    fn reduce_and_squeeze_with_axes_from_an_unknown_input_are_unknown_not_all_axes() {
+        // onnx test_reduce_max_keepdims_*: the axes are a graph input, not a constant.
+        let mut reduce = node(Op::ReduceMax(crate::ops::ReduceMaxConfig {
+            axes: None,
+            keepdims: true,
+            noop_with_empty_axes: false,
+        }));
+        reduce.inputs = vec!["data".into(), "axes".into()];
+        let out = infer_node(&reduce, &[known(&[3, 2, 2]), known(&[1])]).expect("infers");
+        assert_eq!(out[0].shape, None);
+        let out = infer_node(&reduce, &[known(&[3, 2, 2]), ints(&[1])]).expect("infers");
+        assert_eq!(out[0], known(&[3, 1, 2]));
+        reduce.inputs.pop();
+        let out = infer_node(&reduce, &[known(&[3, 2, 2])]).expect("infers");
+        assert_eq!(out[0], known(&[1, 1, 1]));
+        let mut squeeze = node(Op::Squeeze(crate::ops::SqueezeConfig { axes: None }));
+        squeeze.inputs = vec!["x".into(), "axes".into()];
+        assert_eq!(infer_node(&squeeze, &[known(&[1, 3, 1]), known(&[1])]).expect("infers")[0].shape, None);
+    }
+
+    #[test]
+    fn split_sizes_from_an_unknown_input_are_unknown_and_uneven_parts_round_up() {
+        // onnx test_split_variable_parts_* and test_split_1d_uneven_split_opset18.
+        let split = |parts| {
+            let mut n = node(Op::Split(crate::ops::SplitConfig { axis: 0, split: None, parts }));
+            n.inputs = vec!["x".into()];
+            n.outputs = (0..parts).map(|i| format!("y{i}")).collect();
+            n
+        };
+        let mut variable = split(2);
+        variable.inputs.push("split".into());
+        let out = infer_node(&variable, &[known(&[6]), known(&[2])]).expect("infers");
+        assert_eq!(out, vec![Value::default(); 2]);
+        let out = infer_node(&variable, &[known(&[6]), ints(&[2, 4])]).expect("infers");
+        assert_eq!(out, vec![known(&[2]), known(&[4])]);
+        let out = infer_node(&split(4), &[known(&[7])]).expect("infers");
+        assert_eq!(out, vec![known(&[2]), known(&[2]), known(&[2]), known(&[1])]);
+    }
+
+    #[test]
+    fn matmul_with_vector_operands_follows_numpy() {
+        // onnx test_matmul_1d_1d, test_matmul_1d_3d, test_matmul_4d_1d.
+        let matmul = node(Op::MatMul);
+        assert_eq!(infer_node(&matmul, &[known(&[3]), known(&[3])]).expect("1d·1d")[0], known(&[]));
+        assert_eq!(infer_node(&matmul, &[known(&[3]), known(&[2, 3, 4])]).expect("1d·3d")[0], known(&[2, 4]));
+        assert_eq!(
+            infer_node(&matmul, &[known(&[2, 1, 3, 4]), known(&[4])]).expect("4d·1d")[0],
+            known(&[2, 1, 3])
+        );
+    }
+
+    #[test]
+    fn expand_and_constant_of_shape_to_an_unknown_shape_are_unknown_not_an_error() {
+        // onnx test_expand_dim_changed: the target shape is a graph input.
+        let out = infer_node(&node(Op::Expand), &[known(&[3, 1]), known(&[3])]).expect("infers");
+        assert_eq!(out[0].shape, None);
+        let fill = node(Op::ConstantOfShape(crate::ops::ConstantOfShapeConfig {
+            value: crate::tensor::Tensor {
+                name: String::new(),
+                dims: vec![1],
+                data: TensorData::F32(vec![0.0]),
+            },
+        }));
+        assert_eq!(infer_node(&fill, &[known(&[3])]).expect("infers")[0].shape, None);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use prost::Message;
+
 use crate::proto::{TensorProto, tensor_proto::DataLocation, tensor_proto::DataType};
 
 /// The element values of a decoded tensor, in row-major order.
@@ -112,6 +114,16 @@ pub fn decode(proto: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor, S
     Ok(Tensor { name: proto.name().to_string(), dims, data })
 }
 
+/// Decodes a serialized `TensorProto` (the `input_0.pb` / `output_0.pb` files of ONNX's backend
+/// tests). External data is not resolved. Errors are plain reasons.
+pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, String> {
+    let proto = TensorProto::decode(bytes).map_err(|e| format!("not a TensorProto: {e}"))?;
+    if proto.data_location == Some(DataLocation::External as i32) {
+        return Err("external data is not supported in a standalone TensorProto".into());
+    }
+    decode(&proto, None)
+}
+
 fn read_external(proto: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8>, String> {
     let entry =
         |key: &str| proto.external_data.iter().find(|e| e.key() == key).map(|e| e.value().to_string());
@@ -201,6 +213,19 @@ mod tests {
         let mut p = proto(DataType::Int64, vec![3]);
         p.int64_data = vec![1, -1, 7];
         assert_eq!(decode(&p, None).map(|t| t.data), Ok(TensorData::I64(vec![1, -1, 7])));
+    }
+
+    #[test]
+    fn decodes_a_serialized_tensor_proto() {
+        let mut p = proto(DataType::Int32, vec![2]);
+        p.int32_data = vec![3, -4];
+        let t = from_bytes(&p.encode_to_vec()).expect("decodes");
+        assert_eq!((t.name.as_str(), t.dims.clone(), t.data), ("t", vec![2], TensorData::I32(vec![3, -4])));
+        assert!(from_bytes(&[0xff, 0xff]).is_err());
+        assert!(
+            from_bytes(&proto(DataType::String, vec![1]).encode_to_vec())
+                .is_err_and(|e| e.contains("STRING"))
+        );
     }
 
     #[test]

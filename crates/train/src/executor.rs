@@ -13,6 +13,17 @@ use tch::{Device, Tensor};
 use crate::lower::{self, Inputs};
 use crate::{Error, Result};
 
+/// A decoded ONNX tensor (an initializer, a constant, a test input) as a libtorch tensor on `device`,
+/// of the matching kind (`FLOAT` → `Float`, `INT64` → `Int64`, `BOOL` → `Bool`, ...).
+pub fn to_torch(tensor: &headroom_onnx::Tensor, device: Device) -> Result<Tensor> {
+    lower::to_torch(tensor, device).map_err(|e| Error::Lower {
+        path: PathBuf::new(),
+        node: format!("tensor `{}`", tensor.name),
+        op_type: "-".into(),
+        reason: e.0,
+    })
+}
+
 /// An imported graph ready to run on libtorch.
 #[derive(Debug)]
 pub struct Executor {

@@ -432,6 +432,16 @@ mod tests {
     }
 
     #[test]
+    fn resize_attributes_the_ir_does_not_represent_are_refused_at_import() {
+        // onnx test_resize_downsample_scales_linear_antialias: computed without antialias before.
+        for attr in ["antialias", "exclude_outside"] {
+            let err = import_at(&node("Resize", 3, vec![int(attr, 1)]), 18).expect_err(attr).to_string();
+            assert!(err.contains(attr) && err.contains("not supported"), "{err}");
+        }
+        assert!(import_at(&node("Resize", 3, vec![int("antialias", 0)]), 18).is_ok());
+    }
+
+    #[test]
     fn every_registered_op_maps_back_to_its_name() {
         for registration in REGISTRY {
             let mut proto = node(registration.op_type, registration.inputs.0, vec![]);

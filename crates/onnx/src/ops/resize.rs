@@ -23,6 +23,22 @@ pub fn import(node: &NodeContext) -> Result<Op> {
     if !matches!(mode.as_str(), "nearest" | "linear" | "cubic") {
         return Err(node.error(format!("unknown mode `{mode}`")));
     }
+    // Attributes the IR does not represent: refused here rather than ignored (each changes the
+    // output). `exclude_outside` and `extrapolation_value` only matter for modes never lowered,
+    // but a model that sets them is not one headroom was checked against.
+    if node.attr_or::<i64>("antialias", 0)? != 0 {
+        return Err(node.error("antialias 1 is not supported"));
+    }
+    if node.attr_opt::<Vec<i64>>("axes")?.is_some() {
+        return Err(node.error("the `axes` attribute is not supported (scales/sizes for every axis)"));
+    }
+    let policy: String = node.attr_or("keep_aspect_ratio_policy", "stretch".to_string())?;
+    if policy != "stretch" {
+        return Err(node.error(format!("keep_aspect_ratio_policy `{policy}` is not supported")));
+    }
+    if node.attr_or::<i64>("exclude_outside", 0)? != 0 {
+        return Err(node.error("exclude_outside 1 is not supported"));
+    }
     Ok(Op::Resize(ResizeConfig {
         mode,
         coordinate_transformation_mode: node

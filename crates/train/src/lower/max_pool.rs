@@ -55,6 +55,9 @@ pub(crate) fn run(config: &MaxPoolConfig, inputs: &Inputs<'_>, outputs: usize) -
     if size.len() != 4 {
         return Err(Fail(format!("only 2-D pooling is lowered (input {size:?})")));
     }
+    if !x.is_floating_point() {
+        return Err(Fail(format!("MaxPool on {:?} tensors is not lowered (floating point only)", x.kind())));
+    }
     let pads = pads_for(&config.padding, [size[2], size[3]], [kh, kw], &config.strides, &config.dilations)?;
     let pool = |t: &Tensor, padding: [i64; 2]| {
         t.f_max_pool2d(
@@ -69,9 +72,11 @@ pub(crate) fn run(config: &MaxPoolConfig, inputs: &Inputs<'_>, outputs: usize) -
         Some(padding) if padding[0] * 2 <= kh && padding[1] * 2 <= kw => Ok(pool(x, padding)?),
         _ => {
             let padded = x.f_constant_pad_nd([pads[1], pads[3], pads[0], pads[2]])?;
-            // constant_pad_nd pads with zeros; pad with the lowest value instead.
+            // constant_pad_nd pads with zeros; pad with -inf instead (f64::MIN overflows a float
+            // tensor, and tch then panics while dropping the scalar).
             let mask = Tensor::f_ones_like(x)?.f_constant_pad_nd([pads[1], pads[3], pads[0], pads[2]])?;
-            let padded = padded.f_where_self(&mask.f_gt(0.5)?, &Tensor::f_full_like(&padded, f64::MIN)?)?;
+            let lowest = Tensor::f_full_like(&padded, f64::NEG_INFINITY)?;
+            let padded = padded.f_where_self(&mask.f_gt(0.5)?, &lowest)?;
             Ok(pool(&padded, [0, 0])?)
         }
     }
@@ -80,6 +85,7 @@ pub(crate) fn run(config: &MaxPoolConfig, inputs: &Inputs<'_>, outputs: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lower::test_util;
 
     #[test]
     fn same_padding_splits_the_odd_pixel_by_mode() {
@@ -88,5 +94,19 @@ mod tests {
         assert_eq!((upper, lower), ([0, 0, 1, 1], [1, 1, 0, 0]));
         assert_eq!(symmetric(&[2, 2, 2, 2]), Some([2, 2]));
         assert_eq!(symmetric(&[0, 0, 1, 1]), None);
+    }
+
+    #[test]
+    fn asymmetric_pads_on_a_float_tensor_pool_instead_of_panicking() {
+        let config = MaxPoolConfig {
+            kernel_shape: vec![2, 2],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            padding: Padding::SameUpper,
+            ceil_mode: false,
+        };
+        let x = Tensor::from_slice(&[-1.0f32, -2.0, -3.0, -4.0]).reshape([1, 1, 2, 2]);
+        let y = run(&config, &test_util::inputs(&[Some(&x)]), 1).expect("pools");
+        assert_eq!(test_util::values(&y), [-1.0, -2.0, -3.0, -4.0]);
     }
 }
