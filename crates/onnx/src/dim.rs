@@ -87,6 +87,20 @@ impl Dim {
     pub fn rem(&self, other: &Dim) -> Dim {
         self.combine(other, '%', |a, b| if b == 0 { None } else { Some(a.rem_euclid(b)) })
     }
+
+    /// ONNX `Div` on integers: rounds toward zero, as C does (`-7 / 2 = -3`).
+    pub fn onnx_div(&self, other: &Dim) -> Dim {
+        self.combine(other, '/', i64::checked_div)
+    }
+
+    /// ONNX `Mod` on integers: the remainder takes the divisor's sign (Python's `%`), or with `fmod`
+    /// the dividend's (C's `fmod`).
+    pub fn onnx_mod(&self, other: &Dim, fmod: bool) -> Dim {
+        self.combine(other, '%', |a, b| {
+            let r = a.checked_rem(b)?;
+            Some(if !fmod && r != 0 && (r < 0) != (b < 0) { r + b } else { r })
+        })
+    }
 }
 
 /// The product of dims (`1` for none).
@@ -107,6 +121,12 @@ mod tests {
     fn folds_known_and_keeps_symbols() {
         let h = Dim::Symbol("height".into());
         assert_eq!(Dim::Known(6).div(&Dim::Known(4)), Dim::Known(1));
+        // ONNX integer Div truncates; Mod follows the divisor's sign, or the dividend's with fmod.
+        let k = Dim::Known;
+        assert_eq!((k(-7).onnx_div(&k(2)), k(7).onnx_div(&k(-2))), (k(-3), k(-3)));
+        assert_eq!((k(-7).onnx_mod(&k(3), false), k(7).onnx_mod(&k(-3), false)), (k(2), k(-2)));
+        assert_eq!((k(-7).onnx_mod(&k(3), true), k(7).onnx_mod(&k(-3), true)), (k(-1), k(1)));
+        assert!(matches!(k(i64::MIN).onnx_div(&k(-1)), Dim::Symbol(_)), "overflow is unknown, not a panic");
         assert_eq!(h.div(&Dim::Known(8)).to_string(), "height/8");
         assert_eq!(h.div(&Dim::Known(8)).mul(&Dim::Known(2)).to_string(), "(height/8)*2");
         assert_eq!(h.mul(&Dim::Known(1)), h);

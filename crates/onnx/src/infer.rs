@@ -93,8 +93,9 @@ pub fn infer_node(node: &Node, inputs: &[Value]) -> Result<Vec<Value>, String> {
         Op::Add => binary(inputs, Dim::add)?,
         Op::Sub => binary(inputs, Dim::sub)?,
         Op::Mul => binary(inputs, Dim::mul)?,
-        Op::Div => binary(inputs, Dim::div)?,
-        Op::Mod(_) => binary(inputs, Dim::rem)?,
+        // Values here are the integers of shape computations: ONNX integer semantics, as executed.
+        Op::Div => binary(inputs, Dim::onnx_div)?,
+        Op::Mod(cfg) => binary(inputs, |a, b| a.onnx_mod(b, cfg.fmod))?,
         Op::Pow | Op::Equal | Op::Less | Op::Greater => binary(inputs, |_, _| Dim::Symbol("?".into()))?
             .into_iter()
             .map(|v| Value { ints: None, ..v })
