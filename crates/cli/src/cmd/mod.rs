@@ -6,6 +6,7 @@ mod eval;
 mod inspect;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod inspect_check;
+#[cfg(feature = "onnxruntime")]
 mod interrupt;
 mod label;
 pub mod progress;
@@ -52,6 +53,7 @@ pub enum Outcome {
     /// Done, but a check the user asked for failed (exit code 1).
     CheckFailed,
     /// Stopped cleanly by this signal (exit code 128 + signal).
+    #[cfg_attr(not(feature = "onnxruntime"), allow(dead_code))]
     Interrupted(i32),
 }
 
