@@ -47,15 +47,7 @@ mod with_onnxruntime {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use common::{headroom_command, repo_root};
-
-    fn s(path: &Path) -> &str {
-        path.to_str().expect("utf-8 path")
-    }
-
-    fn demo_model() -> PathBuf {
-        repo_root().join("models/demo/yolov8n-shapes-160.onnx")
-    }
+    use common::{demo_model, headroom_command, s};
 
     /// `headroom synth` of `n` val images (JPEG when `jpeg`) into `dir/synth`; the val image folder.
     fn synth(dir: &Path, n: usize, jpeg: bool) -> PathBuf {
@@ -244,9 +236,23 @@ mod with_onnxruntime {
         assert!(labelled < 1500, "the run finished before the signal: make it longer ({m})");
         assert!(temporaries(&out).is_empty(), "{:?}", temporaries(&out));
         let resumed = headroom(&label_args(&model, &images, &out));
-        assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+        let stderr = String::from_utf8_lossy(&resumed.stderr);
+        assert!(resumed.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("INFO") && !stderr.contains('\u{1b}'),
+            "no colour codes when stderr is no terminal"
+        );
         let m = manifest(&out);
         assert_eq!(m["status"], "complete");
+        // The resumed run's counts describe the whole dataset, not only its own images.
+        let mut boxes = 0;
+        for entry in std::fs::read_dir(out.join("labels")).expect("labels").flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "txt") {
+                boxes += std::fs::read_to_string(&path).expect("label").lines().count();
+            }
+        }
+        assert_eq!(m["counts"]["boxes"].as_u64(), Some(boxes as u64), "{}", m["counts"]);
         assert_eq!(m["counts"]["already_done"].as_u64(), Some(labelled), "{m}");
         assert_eq!(m["counts"]["labelled"].as_u64(), Some(1500 - labelled), "{m}");
     }

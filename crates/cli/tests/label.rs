@@ -15,11 +15,7 @@ mod with_onnxruntime {
     use headroom_infer::soft_scores::read_soft_scores;
 
     use super::*;
-    use common::repo_root;
-
-    fn demo_model() -> PathBuf {
-        repo_root().join("models/demo/yolov8n-shapes-160.onnx")
-    }
+    use common::{demo_model, s};
 
     /// A synthetic val folder of `n` images; returns the image folder.
     fn synth(dir: &Path, n: usize) -> PathBuf {
@@ -28,10 +24,6 @@ mod with_onnxruntime {
         let run = headroom(&["-q", "synth", "--seed", "5", "--train", "1", "--val", &n, "--out", s(&out)]);
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
         out.join("images/val")
-    }
-
-    fn s(path: &Path) -> &str {
-        path.to_str().expect("utf-8 path")
     }
 
     fn label(images: &Path, out: &Path, extra: &[&str]) -> (serde_json::Value, std::process::Output) {

@@ -15,15 +15,7 @@ mod with_onnxruntime {
     use headroom_onnx::proto::{ModelProto, type_proto};
     use prost::Message;
 
-    use crate::common::{headroom, headroom_command, repo_root};
-
-    fn s(path: &Path) -> &str {
-        path.to_str().expect("utf-8 path")
-    }
-
-    fn demo_model() -> PathBuf {
-        repo_root().join("models/demo/yolov8n-shapes-160.onnx")
-    }
+    use crate::common::{demo_model, headroom, headroom_command, repo_root, s};
 
     /// The demo model with a dynamic batch, written to `dir`: the shape constants of its Reshape nodes
     /// start with batch 1, which becomes 0 ("copy the input's dimension"); input and output dimension

@@ -27,3 +27,15 @@ pub fn headroom(args: &[&str]) -> Output {
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// The shipped demo model (YOLOv8n, 3 classes, 160 px).
+#[allow(dead_code)]
+pub fn demo_model() -> PathBuf {
+    repo_root().join("models/demo/yolov8n-shapes-160.onnx")
+}
+
+/// A path as a command-line argument (test paths are UTF-8).
+#[allow(dead_code)]
+pub fn s(path: &std::path::Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
