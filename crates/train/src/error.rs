@@ -8,6 +8,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in `headroom-train`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The loss was given head outputs or targets that do not fit each other.
+    #[error("loss: {reason}")]
+    Loss {
+        /// What does not fit.
+        reason: String,
+    },
     /// This build of headroom was made without the native library that the call needs.
     #[error(
         "this headroom was built without the `{feature}` feature: rebuild with `--features {feature}` (scripts/setup.sh installs libtorch)"

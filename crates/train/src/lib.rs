@@ -4,6 +4,8 @@
 //!   op in `lower/`, matched exhaustively).
 //! - [`Student`]: a detector split by [`headroom_onnx::Partition`] into a frozen trunk (no
 //!   gradients) and trainable segments, with a plain or checkpointed backward.
+//! - [`loss`]: Ultralytics' detection loss (task-aligned assignment, CIoU, DFL or L1, BCE) on raw
+//!   head outputs.
 //! - [`libtorch_check`]: proof that libtorch is linked and trains.
 //!
 //! libtorch is behind the `libtorch` feature (on by default). Without it the crate still builds
@@ -15,6 +17,8 @@ mod check;
 mod error;
 #[cfg(feature = "libtorch")]
 pub mod executor;
+#[cfg(feature = "libtorch")]
+pub mod loss;
 #[cfg(feature = "libtorch")]
 mod lower;
 #[cfg(feature = "libtorch")]
