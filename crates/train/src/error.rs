@@ -8,6 +8,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in `headroom-train`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A training image or its labels could not be read.
+    #[error("training data: {reason}")]
+    Data {
+        /// What went wrong, naming the file.
+        reason: String,
+    },
     /// The loss was given head outputs or targets that do not fit each other.
     #[error("loss: {reason}")]
     Loss {

@@ -14,6 +14,8 @@
 
 #[cfg(feature = "libtorch")]
 mod check;
+#[cfg(feature = "libtorch")]
+pub mod data;
 mod error;
 #[cfg(feature = "libtorch")]
 pub mod executor;
@@ -21,6 +23,8 @@ pub mod executor;
 pub mod loss;
 #[cfg(feature = "libtorch")]
 mod lower;
+#[cfg(feature = "libtorch")]
+pub mod optim;
 #[cfg(feature = "libtorch")]
 pub mod student;
 
