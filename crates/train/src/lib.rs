@@ -20,6 +20,8 @@ mod error;
 #[cfg(feature = "libtorch")]
 pub mod executor;
 #[cfg(feature = "libtorch")]
+pub mod fit;
+#[cfg(feature = "libtorch")]
 pub mod loss;
 #[cfg(feature = "libtorch")]
 mod lower;

@@ -32,8 +32,20 @@ impl Sgd {
     /// One step over `parameters` (name, tensor with `.grad()`); parameters without a gradient are
     /// skipped, as in torch.
     pub fn step(&mut self, parameters: &[(&str, &Tensor)]) -> Result<()> {
+        self.step_with(parameters, self.lr, self.lr)
+    }
+
+    /// [`Sgd::step`] with separate learning rates for weights (rank ≥ 2) and biases, as Ultralytics'
+    /// warmup sets them per parameter group.
+    pub fn step_with(
+        &mut self,
+        parameters: &[(&str, &Tensor)],
+        lr_weights: f64,
+        lr_biases: f64,
+    ) -> Result<()> {
         let _guard = tch::no_grad_guard();
         for &(name, p) in parameters {
+            let lr = if p.dim() >= 2 { lr_weights } else { lr_biases };
             let grad = p.grad();
             if !grad.defined() {
                 continue;
@@ -56,8 +68,18 @@ impl Sgd {
                 self.buffers.insert(name.to_string(), buffer);
             }
             let mut p = p.shallow_clone();
-            let _updated = p.f_sub_(&g.f_mul_scalar(self.lr)?)?;
+            let _updated = p.f_sub_(&g.f_mul_scalar(lr)?)?;
         }
         Ok(())
+    }
+
+    /// The momentum buffers, by parameter name (for checkpoints).
+    pub fn buffers(&self) -> &HashMap<String, Tensor> {
+        &self.buffers
+    }
+
+    /// Restores momentum buffers saved by [`Sgd::buffers`].
+    pub fn set_buffers(&mut self, buffers: HashMap<String, Tensor>) {
+        self.buffers = buffers;
     }
 }

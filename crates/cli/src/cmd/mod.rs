@@ -12,6 +12,7 @@ mod label;
 pub mod progress;
 mod provider_args;
 mod synth;
+mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +38,8 @@ pub enum Command {
     Synth(synth::Args),
     /// Pseudo-label a folder of images with a teacher ONNX detector (labels, soft scores, manifest).
     Label(label::Args),
+    /// Fine-tune an ONNX detector's head on a dataset and write the same ONNX back (best.onnx).
+    Train(train::Args),
     /// Evaluate an ONNX detector on a labelled dataset: precision, recall, mAP50, mAP50-95.
     Eval(eval::Args),
     /// Describe an ONNX detector: family, input, classes, Detect head, modules, freeze points.
@@ -62,6 +65,7 @@ pub fn run(command: Command) -> anyhow::Result<Outcome> {
     match command {
         Command::Synth(args) => synth::run(&args),
         Command::Label(args) => label::run(&args),
+        Command::Train(args) => train::run(&args),
         Command::Eval(args) => eval::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Doctor(args) => doctor::run(&args),

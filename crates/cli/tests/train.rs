@@ -1,0 +1,115 @@
+//! `headroom train` through the real binary on the demo model and a synthetic field split: the run
+//! folder, ONNX files that ONNX Runtime runs and `headroom eval` scores, and a `kill -9` between
+//! epochs followed by `--resume` that ends where the uninterrupted run ends.
+
+mod common;
+
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod with_libraries {
+    use std::path::Path;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    use crate::common::{demo_model, headroom, headroom_command, s};
+
+    fn synth(dir: &Path) -> std::path::PathBuf {
+        let out = dir.join("data");
+        let run = headroom(&[
+            "-q",
+            "synth",
+            "--preset",
+            "field",
+            "--seed",
+            "3",
+            "--train",
+            "12",
+            "--val",
+            "6",
+            "--out",
+            s(&out),
+        ]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        out.join("data.yaml")
+    }
+
+    fn args<'a>(data: &'a Path, project: &'a Path, name: &'a str) -> Vec<&'a str> {
+        let model = Box::leak(demo_model().into_boxed_path());
+        vec![
+            "train",
+            "--model",
+            s(model),
+            "--data",
+            s(data),
+            "--epochs",
+            "3",
+            "--project",
+            s(project),
+            "--name",
+            name,
+            "--threads",
+            "1",
+        ]
+    }
+
+    fn rows(dir: &Path) -> Vec<Vec<String>> {
+        let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap_or_default();
+        text.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect()).collect()
+    }
+
+    #[test]
+    fn a_run_writes_onnx_that_eval_scores_and_kill_then_resume_ends_as_the_straight_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path());
+        let project = dir.path().join("runs");
+        let run = headroom(&args(&data, &project, "straight"));
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let straight = project.join("straight");
+        for file in ["best.onnx", "last.onnx", "config.json", "metrics.csv", "results.json", "ckpt/last.pt"] {
+            assert!(straight.join(file).exists(), "{file}");
+        }
+        let straight_rows = rows(&straight);
+        assert_eq!(straight_rows.len(), 3);
+        let eval =
+            headroom(&["eval", "--model", s(&straight.join("best.onnx")), "--data", s(&data), "--json"]);
+        assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&eval.stdout).expect("json");
+        let best = straight_rows.iter().map(|r| r[10].parse::<f64>().expect("map50_95")).fold(0.0, f64::max);
+        let scored = report["metrics"]["map50_95"].as_f64().expect("map");
+        assert!((scored - best).abs() < 1e-6, "eval of best.onnx {scored} vs the run's best {best}");
+        let existing = headroom(&args(&data, &project, "straight"));
+        assert!(String::from_utf8_lossy(&existing.stderr).contains("exists: choose another --name"));
+
+        // The same run, killed with SIGKILL once its first epoch is saved, then resumed.
+        let child = headroom_command()
+            .args(args(&data, &project, "killed"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let killed = project.join("killed");
+        let started = Instant::now();
+        while rows(&killed).is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(120), "no epoch finished");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::process::Command::new("kill").args(["-9", &child.id().to_string()]).status();
+        let _ = child.wait_with_output();
+        let mut resume = args(&data, &project, "killed");
+        resume.push("--resume");
+        let run = headroom(&resume);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let resumed_rows = rows(&killed);
+        assert_eq!(resumed_rows.len(), 3, "{resumed_rows:?}");
+        for (a, b) in resumed_rows.iter().zip(&straight_rows) {
+            // Losses and metrics of every epoch as in the straight run (the seconds column differs).
+            for column in [1, 2, 3, 9, 10] {
+                let (x, y) = (a[column].parse::<f64>().expect("num"), b[column].parse::<f64>().expect("num"));
+                assert!(
+                    (x - y).abs() <= 1e-5 * y.abs().max(1.0),
+                    "epoch {} column {column}: {x} vs {y}",
+                    a[0]
+                );
+            }
+        }
+    }
+}
