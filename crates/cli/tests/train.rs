@@ -94,14 +94,33 @@ mod with_libraries {
         }
         let _ = std::process::Command::new("kill").args(["-9", &child.id().to_string()]).status();
         let _ = child.wait_with_output();
-        let mut resume = args(&data, &project, "killed");
-        resume.push("--resume");
-        let run = headroom(&resume);
-        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-        let resumed_rows = rows(&killed);
+        // And one killed before its first checkpoint: resuming starts it again.
+        let child = headroom_command()
+            .args(args(&data, &project, "early"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let early = project.join("early");
+        while !early.join("config.json").exists() {
+            assert!(started.elapsed() < Duration::from_secs(240), "the run never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = std::process::Command::new("kill").args(["-9", &child.id().to_string()]).status();
+        let _ = child.wait_with_output();
+        for name in ["killed", "early"] {
+            let mut resume = args(&data, &project, name);
+            resume.push("--resume");
+            let run = headroom(&resume);
+            assert!(run.status.success(), "{name}: {}", String::from_utf8_lossy(&run.stderr));
+            assert_same_rows(&rows(&project.join(name)), &straight_rows);
+        }
+    }
+
+    /// Losses and metrics of every epoch as in the straight run (the seconds column differs).
+    fn assert_same_rows(resumed_rows: &[Vec<String>], straight_rows: &[Vec<String>]) {
         assert_eq!(resumed_rows.len(), 3, "{resumed_rows:?}");
-        for (a, b) in resumed_rows.iter().zip(&straight_rows) {
-            // Losses and metrics of every epoch as in the straight run (the seconds column differs).
+        for (a, b) in resumed_rows.iter().zip(straight_rows) {
             for column in [1, 2, 3, 9, 10] {
                 let (x, y) = (a[column].parse::<f64>().expect("num"), b[column].parse::<f64>().expect("num"));
                 assert!(
@@ -111,5 +130,36 @@ mod with_libraries {
                 );
             }
         }
+    }
+
+    #[test]
+    fn bad_requests_are_clear_errors_and_write_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path());
+        let yaml = std::fs::read_to_string(&data)
+            .expect("yaml")
+            .replace("- triangle\n", "")
+            .replace("nc: 3", "nc: 2");
+        let two = dir.path().join("data/two.yaml");
+        std::fs::write(&two, yaml).expect("write");
+        let project = dir.path().join("runs");
+        let cases: Vec<(Vec<&str>, &str)> = vec![
+            (args(&two, &project, "a"), "the dataset has 2 classes (circle, square), the model 3"),
+            ([args(&data, &project, "b"), vec!["--train", "freeze=99"]].concat(), "--train freeze=99"),
+            ([args(&data, &project, "c"), vec!["--lr0", "5"]].concat(), "--lr0 5 is not in (0, 1)"),
+            ([args(&data, &project, "d"), vec!["--resume"]].concat(), "no run to resume"),
+        ];
+        for (args, want) in cases {
+            let run = headroom(&args);
+            let stderr = String::from_utf8_lossy(&run.stderr);
+            assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains(want), "{args:?}: `{want}` not in {stderr}");
+        }
+        let leftovers: Vec<_> =
+            std::fs::read_dir(&project).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        assert!(
+            leftovers.iter().all(|p: &std::path::PathBuf| !p.join("config.json").exists()),
+            "{leftovers:?}"
+        );
     }
 }

@@ -77,8 +77,8 @@ fn run_dir(args: &Args) -> anyhow::Result<PathBuf> {
             dir.display()
         );
         anyhow::ensure!(
-            !args.resume || dir.join("ckpt/last.pt").exists(),
-            "{}: no checkpoint to resume",
+            !args.resume || dir.join("config.json").exists(),
+            "{}: no run to resume (no config.json)",
             dir.display()
         );
         return Ok(dir);
