@@ -145,7 +145,7 @@ mod with_libraries {
         let project = dir.path().join("runs");
         let cases: Vec<(Vec<&str>, &str)> = vec![
             (args(&two, &project, "a"), "the dataset has 2 classes (circle, square), the model 3"),
-            ([args(&data, &project, "b"), vec!["--train", "freeze=99"]].concat(), "--train freeze=99"),
+            ([args(&data, &project, "b"), vec!["--train", "99"]].concat(), "cannot train with `freeze=99`"),
             ([args(&data, &project, "c"), vec!["--lr0", "5"]].concat(), "--lr0 5 is not in (0, 1)"),
             ([args(&data, &project, "d"), vec!["--resume"]].concat(), "no run to resume"),
         ];

@@ -18,7 +18,8 @@ pub struct Args {
     /// The dataset (Ultralytics `data.yaml`; `headroom label` writes one over pseudo-labels).
     #[arg(long, value_name = "data.yaml")]
     pub data: PathBuf,
-    /// What trains: `head` (the Detect module), `neck+head`, or `freeze=N` (modules 0..N frozen).
+    /// What trains: `head` (the Detect module), `neck+head`, or N (modules 0..N frozen, as
+    /// Ultralytics' `freeze=N`; 0 trains everything).
     #[arg(long, default_value = "head", value_name = "PART")]
     pub train: String,
     /// Epochs.
