@@ -59,7 +59,7 @@ impl Default for TrainConfig {
             epochs: 10,
             batch: 2,
             nbs: 64,
-            lr0: 0.001,
+            lr0: 1e-4,
             lrf: 0.01,
             momentum: 0.937,
             weight_decay: 5e-4,

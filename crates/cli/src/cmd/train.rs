@@ -32,7 +32,8 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_parser = super::provider_args::count_arg::<1, 4096>)]
     pub nbs: usize,
     /// Initial learning rate (SGD, Nesterov momentum 0.937; warmup, then linear decay to lr0·0.01).
-    #[arg(long, default_value_t = 0.001)]
+    /// 1e-4 by measurement: higher rates wreck a converged model (docs/TRAIN.md).
+    #[arg(long, default_value_t = 1e-4)]
     pub lr0: f64,
     /// Probability of a left-right flip per image.
     #[arg(long, default_value_t = 0.5)]
