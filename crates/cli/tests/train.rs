@@ -79,35 +79,11 @@ mod with_libraries {
         let existing = headroom(&args(&data, &project, "straight"));
         assert!(String::from_utf8_lossy(&existing.stderr).contains("exists: choose another --name"));
 
-        // The same run, killed with SIGKILL once its first epoch is saved, then resumed.
-        let child = headroom_command()
-            .args(args(&data, &project, "killed"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        let killed = project.join("killed");
-        let started = Instant::now();
-        while rows(&killed).is_empty() {
-            assert!(started.elapsed() < Duration::from_secs(120), "no epoch finished");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = std::process::Command::new("kill").args(["-9", &child.id().to_string()]).status();
-        let _ = child.wait_with_output();
-        // And one killed before its first checkpoint: resuming starts it again.
-        let child = headroom_command()
-            .args(args(&data, &project, "early"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        let early = project.join("early");
-        while !early.join("config.json").exists() {
-            assert!(started.elapsed() < Duration::from_secs(240), "the run never started");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = std::process::Command::new("kill").args(["-9", &child.id().to_string()]).status();
-        let _ = child.wait_with_output();
+        // The same run, killed with SIGKILL once its first epoch is saved, then resumed; and one
+        // killed before its first checkpoint, which resuming starts again.
+        let (killed, early) = (project.join("killed"), project.join("early"));
+        kill_when(&args(&data, &project, "killed"), || !rows(&killed).is_empty());
+        kill_when(&args(&data, &project, "early"), || early.join("config.json").exists());
         for name in ["killed", "early"] {
             let mut resume = args(&data, &project, name);
             resume.push("--resume");
@@ -115,6 +91,19 @@ mod with_libraries {
             assert!(run.status.success(), "{name}: {}", String::from_utf8_lossy(&run.stderr));
             assert_same_rows(&rows(&project.join(name)), &straight_rows);
         }
+    }
+
+    /// Starts `headroom` with `args` and kills it with SIGKILL as soon as `ready()`.
+    fn kill_when(args: &[&str], ready: impl Fn() -> bool) {
+        let child =
+            headroom_command().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+        let started = Instant::now();
+        while !ready() {
+            assert!(started.elapsed() < Duration::from_secs(120), "{args:?}: never ready");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = std::process::Command::new("kill").args(["-9", &child.id().to_string()]).status();
+        let _ = child.wait_with_output();
     }
 
     /// Losses and metrics of every epoch as in the straight run (the seconds column differs).

@@ -28,6 +28,19 @@ fn relative_error(a: &Tensor, b: &Tensor) -> f64 {
     (a - b).abs().max().double_value(&[]) / scale
 }
 
+/// The case's objects: `(batch_idx, class, cx, cy, w, h)` rows.
+fn targets(case: &Value) -> Vec<Target> {
+    case["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .map(|t| {
+            let f = |i: usize| t[i].as_f64().expect("number") as f32;
+            Target { image: f(0) as usize, class: f(1) as usize, cx: f(2), cy: f(3), w: f(4), h: f(5) }
+        })
+        .collect()
+}
+
 fn ints(v: &Value) -> Vec<i64> {
     v.as_array().expect("array").iter().map(|x| x.as_i64().expect("int")).collect()
 }
@@ -67,22 +80,7 @@ fn the_loss_matches_ultralytics_components_and_gradients() {
                 .iter()
                 .map(|g| (g[0].as_i64().expect("h"), g[1].as_i64().expect("w")))
                 .collect();
-            let targets: Vec<Target> = case["targets"]
-                .as_array()
-                .expect("targets")
-                .iter()
-                .map(|t| {
-                    let f = |i: usize| t[i].as_f64().expect("number") as f32;
-                    Target {
-                        image: f(0) as usize,
-                        class: f(1) as usize,
-                        cx: f(2),
-                        cy: f(3),
-                        w: f(4),
-                        h: f(5),
-                    }
-                })
-                .collect();
+            let targets = targets(&case);
             let boxes =
                 tensor(&dir.join("boxes.f32"), &[batch, 4 * reg_max, anchors]).set_requires_grad(true);
             let scores = tensor(&dir.join("scores.f32"), &[batch, nc, anchors]).set_requires_grad(true);
@@ -133,15 +131,7 @@ fn another_assignment_gives_other_numbers_and_bad_shapes_are_refused() {
     let boxes = tensor(&dir.join("boxes.f32"), &[2, 64, 126]);
     let scores = tensor(&dir.join("scores.f32"), &[2, 3, 126]);
     let grids = [(8, 12), (4, 6), (2, 3)];
-    let targets: Vec<Target> = case["targets"]
-        .as_array()
-        .expect("targets")
-        .iter()
-        .map(|t| {
-            let f = |i: usize| t[i].as_f64().expect("number") as f32;
-            Target { image: f(0) as usize, class: f(1) as usize, cx: f(2), cy: f(3), w: f(4), h: f(5) }
-        })
-        .collect();
+    let targets = targets(&case);
     let wrong = LossConfig::one_to_many(3, 16, vec![8, 16, 32]);
     let out = detection_loss(&wrong, &boxes, &scores, &grids, &targets).expect("loss");
     assert_ne!(out.foreground, case["fg"].as_i64().expect("fg"));
