@@ -51,6 +51,6 @@ import json, sys
 base, field = (json.load(open(f"{sys.argv[1]}/eval-{p}.json"))["metrics"] for p in ("base", "field"))
 print(f"mAP50-95 on base (the model's own domain): {base['map50_95']:.3f}")
 print(f"mAP50-95 on field (domain shift):          {field['map50_95']:.3f}")
-print("Retraining on the device closes this gap: label and the training engine are ready above;")
-print("train / export are coming next.")
+print("Retraining on the device closes this gap: `headroom train` fine-tunes the head (docs/TRAIN.md);")
+print("the demo's label -> train loop waits for a teacher that knows the field scenes; export comes next.")
 PY
