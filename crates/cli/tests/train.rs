@@ -137,6 +137,10 @@ mod with_libraries {
             ([args(&data, &project, "b"), vec!["--train", "99"]].concat(), "cannot train with `freeze=99`"),
             ([args(&data, &project, "c"), vec!["--lr0", "5"]].concat(), "--lr0 5 is not in (0, 1)"),
             ([args(&data, &project, "d"), vec!["--resume"]].concat(), "no run to resume"),
+            (
+                [args(&data, &project, "e"), vec!["--replay", s(&two)]].concat(),
+                "the replay dataset has 2 classes",
+            ),
         ];
         for (args, want) in cases {
             let run = headroom(&args);
@@ -144,11 +148,18 @@ mod with_libraries {
             assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
             assert!(stderr.contains(want), "{args:?}: `{want}` not in {stderr}");
         }
+        // Replay is recorded with the run, so that --resume replays the same data.
+        let mut replay: Vec<&str> = args(&data, &project, "f");
+        let at = replay.iter().position(|a| *a == "--epochs").expect("--epochs");
+        replay[at + 1] = "1";
+        replay.extend(["--replay", s(&data)]);
+        let run = headroom(&replay);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let config = std::fs::read_to_string(project.join("f/config.json")).expect("config.json");
+        assert!(config.contains("\"replay_fraction\": 1.0") && config.contains("data.yaml"), "{config}");
         let leftovers: Vec<_> =
             std::fs::read_dir(&project).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
-        assert!(
-            leftovers.iter().all(|p: &std::path::PathBuf| !p.join("config.json").exists()),
-            "{leftovers:?}"
-        );
+        let with_config = |p: &&std::path::PathBuf| p.join("config.json").exists();
+        assert_eq!(leftovers.iter().filter(with_config).count(), 1, "only run f is a run: {leftovers:?}");
     }
 }
