@@ -162,4 +162,64 @@ mod with_libraries {
         let with_config = |p: &&std::path::PathBuf| p.join("config.json").exists();
         assert_eq!(leftovers.iter().filter(with_config).count(), 1, "only run f is a run: {leftovers:?}");
     }
+
+    /// Every family trains its head at batch 2, also the static exports whose attention layers hold
+    /// batch 1 as a constant (the trunk runs image by image); training those layers at batch 2 is
+    /// refused with what to do instead.
+    #[test]
+    fn every_family_trains_its_head_at_batch_2() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path());
+        let project = dir.path().join("runs");
+        let fixtures = crate::common::repo_root().join("tests/fixtures/onnx");
+        for name in [
+            "yolov5nu-w00625-nc3-160",
+            "yolo11n-w00625-nc3-160",
+            "yolov10n-w00625-nc3-160-e2e",
+            "yolo26n-w00625-nc3-160",
+            "yolov8n-w00625-nc3-160-dynamic",
+        ] {
+            let model = fixtures.join(format!("{name}.onnx"));
+            let run = headroom(&[
+                "-q",
+                "train",
+                "--model",
+                s(&model),
+                "--data",
+                s(&data),
+                "--epochs",
+                "1",
+                "--threads",
+                "1",
+                "--project",
+                s(&project),
+                "--name",
+                name,
+            ]);
+            assert!(run.status.success(), "{name}: {}", String::from_utf8_lossy(&run.stderr));
+            let eval = headroom(&[
+                "-q",
+                "eval",
+                "--model",
+                s(&project.join(name).join("best.onnx")),
+                "--data",
+                s(&data),
+            ]);
+            assert!(eval.status.success(), "{name}: {}", String::from_utf8_lossy(&eval.stderr));
+        }
+        let model = fixtures.join("yolo11n-w00625-nc3-160.onnx");
+        let run = headroom(&[
+            "train",
+            "--model",
+            s(&model),
+            "--data",
+            s(&data),
+            "--train",
+            "10",
+            "--project",
+            s(&project),
+        ]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.code() == Some(2) && stderr.contains("use --batch 1"), "{stderr}");
+    }
 }

@@ -85,8 +85,26 @@ impl Student {
         }
     }
 
-    /// Runs the frozen trunk on `images` (`[B, 3, H, W]`, float in [0, 1]) without gradients.
+    /// Whether the export's batch dimension is fixed at 1: its reshapes (attention in 11, v10, 26)
+    /// then hold batch 1 as a constant, and a batch of several images must pass one at a time.
+    pub fn batch_fixed_at_one(&self) -> bool {
+        self.inspection.input_shape.first() == Some(&headroom_onnx::Dim::Known(1))
+    }
+
+    /// Runs the frozen trunk on `images` (`[B, 3, H, W]`, float in [0, 1]) without gradients. An
+    /// export whose batch is fixed at 1 runs image by image, the cut tensors concatenated.
     pub fn trunk(&self, images: &Tensor) -> Result<Cut> {
+        let batch = images.size().first().copied().unwrap_or(1);
+        if batch > 1 && self.batch_fixed_at_one() {
+            let cuts =
+                (0..batch).map(|i| self.trunk(&images.narrow(0, i, 1))).collect::<Result<Vec<Cut>>>()?;
+            let mut joined = HashMap::new();
+            for name in &self.partition.cut {
+                let parts: Vec<&Tensor> = cuts.iter().filter_map(|c| c.0.get(name)).collect();
+                joined.insert(name.clone(), Tensor::f_cat(&parts, 0)?);
+            }
+            return Ok(Cut(joined));
+        }
         let _guard = tch::no_grad_guard();
         let input = self.executor.input_names().first().cloned().unwrap_or_default();
         let mut env = HashMap::from([(input, images.shallow_clone())]);

@@ -125,6 +125,19 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     );
     let student = headroom_train::Student::new(&model, trainable, headroom_train::tch::Device::Cpu)
         .with_context(|| format!("preparing {} for training ({trainable})", args.model.display()))?;
+    let reshapes_in_training = student
+        .partition()
+        .segments
+        .iter()
+        .flat_map(|seg| &seg.nodes)
+        .any(|&i| matches!(model.graph.nodes[i].op, headroom_onnx::Op::Reshape(_)));
+    anyhow::ensure!(
+        args.batch == 1 || !student.batch_fixed_at_one() || !reshapes_in_training,
+        "{}: the export's batch is fixed at 1 and the part to train ({trainable}) reshapes with that batch \
+         (attention layers): use --batch 1 (gradients still accumulate to --nbs), --train head, or an export \
+         with dynamic=True",
+        args.model.display()
+    );
     let inspection = student.inspection();
     check_classes(inspection.names.as_deref(), inspection.classes, &data.names, &args.data)?;
     let head = &inspection.head;
