@@ -123,6 +123,21 @@ impl InputGeometry {
     }
 }
 
+/// An RGB image as a model input plane by plane (`[3, H, W]`, red first), values scaled to [0, 1]
+/// as Ultralytics feeds them.
+pub fn to_chw(image: &RgbImage) -> Vec<f32> {
+    let plane = image.width() as usize * image.height() as usize;
+    let mut out = vec![0f32; 3 * plane];
+    let (r, rest) = out.split_at_mut(plane);
+    let (g, b) = rest.split_at_mut(plane);
+    for (i, px) in image.as_raw().chunks_exact(3).enumerate() {
+        r[i] = f32::from(px[0]) / 255.0;
+        g[i] = f32::from(px[1]) / 255.0;
+        b[i] = f32::from(px[2]) / 255.0;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

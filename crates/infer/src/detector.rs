@@ -222,16 +222,5 @@ pub fn to_nchw(image: &RgbImage) -> Array4<f32> {
     Array4::from_shape_vec((1, 3, h, w), to_chw(image)).unwrap_or_else(|_| Array4::zeros((1, 3, h, w)))
 }
 
-/// An RGB image as planar `[3, H, W]` values scaled to [0, 1] (one image of an NCHW batch).
-pub fn to_chw(image: &RgbImage) -> Vec<f32> {
-    let plane = image.width() as usize * image.height() as usize;
-    let mut out = vec![0f32; 3 * plane];
-    let (r, rest) = out.split_at_mut(plane);
-    let (g, b) = rest.split_at_mut(plane);
-    for (i, px) in image.as_raw().chunks_exact(3).enumerate() {
-        r[i] = f32::from(px[0]) / 255.0;
-        g[i] = f32::from(px[1]) / 255.0;
-        b[i] = f32::from(px[2]) / 255.0;
-    }
-    out
-}
+/// Re-exported: the model input layout lives in `headroom_core::preprocess`.
+pub use headroom_core::preprocess::to_chw;

@@ -37,16 +37,13 @@ pub fn make_batch(
         let image = headroom_core::imageio::read_rgb(&record.image)
             .map_err(|e| Error::Data { reason: e.to_string() })?;
         let geometry = InputGeometry::new(Preprocess::Val, image.width(), image.height(), &target);
-        let prepared = geometry.apply(&image);
+        let mut prepared = geometry.apply(&image);
         let mirrored = flip.get(i).copied().unwrap_or(false);
-        let out = &mut pixels[i * 3 * plane..(i + 1) * 3 * plane];
-        for (p, px) in prepared.as_raw().chunks_exact(3).enumerate() {
-            let (x, y) = (p % width as usize, p / width as usize);
-            let at = if mirrored { y * width as usize + (width as usize - 1 - x) } else { p };
-            for c in 0..3 {
-                out[c * plane + at] = f32::from(px[c]) / 255.0;
-            }
+        if mirrored {
+            image::imageops::flip_horizontal_in_place(&mut prepared);
         }
+        pixels[i * 3 * plane..(i + 1) * 3 * plane]
+            .copy_from_slice(&headroom_core::preprocess::to_chw(&prepared));
         for label in &record.labels {
             let b = geometry.map_label(*label);
             let (w, h) = ((b.x2 - b.x1) / width as f32, (b.y2 - b.y1) / height as f32);

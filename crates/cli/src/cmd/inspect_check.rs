@@ -84,14 +84,7 @@ fn input_tensor(report: &Inspection, options: &CheckOptions) -> anyhow::Result<(
         &image,
         &LetterboxOptions { width: w as u32, height: h as u32, ..LetterboxOptions::square(w as u32) },
     );
-    let plane = (w * h) as usize;
-    let mut values = vec![0f32; 3 * plane];
-    for (i, p) in boxed.pixels().enumerate() {
-        for c in 0..3 {
-            values[c * plane + i] = f32::from(p[c]) / 255.0;
-        }
-    }
-    Ok((vec![1, 3, h as usize, w as usize], values))
+    Ok((vec![1, 3, h as usize, w as usize], headroom_core::preprocess::to_chw(&boxed)))
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
