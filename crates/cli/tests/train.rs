@@ -1,6 +1,7 @@
 //! `headroom train` through the real binary on the demo model and a synthetic field split: the run
-//! folder, ONNX files that ONNX Runtime runs and `headroom eval` scores, and a `kill -9` between
-//! epochs followed by `--resume` that ends where the uninterrupted run ends.
+//! folder, ONNX files that ONNX Runtime runs and `headroom eval` scores, a `kill -9` between epochs
+//! or within one followed by `--resume` that ends where the uninterrupted run ends, distillation
+//! from `headroom label`'s soft scores, the feature cache, and bad requests.
 
 mod common;
 
@@ -51,6 +52,13 @@ mod with_libraries {
         ]
     }
 
+    /// `args` with `--epochs` set to `epochs`.
+    fn epochs<'a>(mut args: Vec<&'a str>, epochs: &'a str) -> Vec<&'a str> {
+        let at = args.iter().position(|a| *a == "--epochs").expect("--epochs");
+        args[at + 1] = epochs;
+        args
+    }
+
     fn rows(dir: &Path) -> Vec<Vec<String>> {
         let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap_or_default();
         text.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect()).collect()
@@ -64,7 +72,18 @@ mod with_libraries {
         let run = headroom(&args(&data, &project, "straight"));
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
         let straight = project.join("straight");
-        for file in ["best.onnx", "last.onnx", "config.json", "metrics.csv", "results.json", "ckpt/last.pt"] {
+        for file in [
+            "best.onnx",
+            "last.onnx",
+            "config.toml",
+            "metrics.csv",
+            "results.json",
+            "ckpt/last.pt",
+            "loss.png",
+            "map.png",
+            "lr.png",
+            "memory.png",
+        ] {
             assert!(straight.join(file).exists(), "{file}");
         }
         let straight_rows = rows(&straight);
@@ -73,7 +92,7 @@ mod with_libraries {
             headroom(&["eval", "--model", s(&straight.join("best.onnx")), "--data", s(&data), "--json"]);
         assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
         let report: serde_json::Value = serde_json::from_slice(&eval.stdout).expect("json");
-        let best = straight_rows.iter().map(|r| r[10].parse::<f64>().expect("map50_95")).fold(0.0, f64::max);
+        let best = straight_rows.iter().map(|r| r[MAP].parse::<f64>().expect("map50_95")).fold(0.0, f64::max);
         let scored = report["metrics"]["map50_95"].as_f64().expect("map");
         assert!((scored - best).abs() < 1e-6, "eval of best.onnx {scored} vs the run's best {best}");
         let existing = headroom(&args(&data, &project, "straight"));
@@ -83,7 +102,7 @@ mod with_libraries {
         // killed before its first checkpoint, which resuming starts again.
         let (killed, early) = (project.join("killed"), project.join("early"));
         kill_when(&args(&data, &project, "killed"), || !rows(&killed).is_empty());
-        kill_when(&args(&data, &project, "early"), || early.join("config.json").exists());
+        kill_when(&args(&data, &project, "early"), || early.join("config.toml").exists());
         for name in ["killed", "early"] {
             let mut resume = args(&data, &project, name);
             resume.push("--resume");
@@ -106,11 +125,14 @@ mod with_libraries {
         let _ = child.wait_with_output();
     }
 
-    /// Losses and metrics of every epoch as in the straight run (the seconds column differs).
+    /// Column of mAP50-95 in metrics.csv.
+    const MAP: usize = 12;
+
+    /// Losses and metrics of every epoch as in the straight run (seconds and memory differ).
     fn assert_same_rows(resumed_rows: &[Vec<String>], straight_rows: &[Vec<String>]) {
-        assert_eq!(resumed_rows.len(), 3, "{resumed_rows:?}");
+        assert_eq!(resumed_rows.len(), straight_rows.len(), "{resumed_rows:?}");
         for (a, b) in resumed_rows.iter().zip(straight_rows) {
-            for column in [1, 2, 3, 9, 10] {
+            for column in [1, 2, 3, 4, 11, MAP] {
                 let (x, y) = (a[column].parse::<f64>().expect("num"), b[column].parse::<f64>().expect("num"));
                 assert!(
                     (x - y).abs() <= 1e-5 * y.abs().max(1.0),
@@ -133,7 +155,28 @@ mod with_libraries {
         std::fs::write(&two, yaml).expect("write");
         let project = dir.path().join("runs");
         let cases: Vec<(Vec<&str>, &str)> = vec![
-            (args(&two, &project, "a"), "the dataset has 2 classes (circle, square), the model 3"),
+            (
+                args(&two, &project, "a"),
+                "the dataset has 2 classes (circle, square), the model 3: map them with --remap",
+            ),
+            (
+                [args(&two, &project, "a2"), vec!["--remap", "circle=circle"]].concat(),
+                "class 1 (square) has no --remap entry",
+            ),
+            (
+                [args(&data, &project, "g"), vec!["--kd", "1"]].concat(),
+                "--kd needs the teacher's soft scores",
+            ),
+            ([args(&data, &project, "h"), vec!["--imgsz", "320"]].concat(), "input is fixed at 160x160"),
+            (
+                [args(&data, &project, "i"), vec!["--device", "cuda"]].concat(),
+                "this libtorch sees no CUDA device",
+            ),
+            (
+                [args(&data, &project, "j"), vec!["--cache-features", "--mosaic", "1"]].concat(),
+                "turn them off or drop --cache-features",
+            ),
+            ([args(&data, &project, "k"), vec!["--hsv", "0.1,2"]].concat(), "expected three numbers"),
             ([args(&data, &project, "b"), vec!["--train", "99"]].concat(), "cannot train with `freeze=99`"),
             ([args(&data, &project, "c"), vec!["--lr0", "5"]].concat(), "--lr0 5 is not in (0, 1)"),
             ([args(&data, &project, "d"), vec!["--resume"]].concat(), "no run to resume"),
@@ -149,18 +192,117 @@ mod with_libraries {
             assert!(stderr.contains(want), "{args:?}: `{want}` not in {stderr}");
         }
         // Replay is recorded with the run, so that --resume replays the same data.
-        let mut replay: Vec<&str> = args(&data, &project, "f");
-        let at = replay.iter().position(|a| *a == "--epochs").expect("--epochs");
-        replay[at + 1] = "1";
+        let mut replay = epochs(args(&data, &project, "f"), "1");
         replay.extend(["--replay", s(&data)]);
         let run = headroom(&replay);
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-        let config = std::fs::read_to_string(project.join("f/config.json")).expect("config.json");
-        assert!(config.contains("\"replay_fraction\": 1.0") && config.contains("data.yaml"), "{config}");
+        let config = std::fs::read_to_string(project.join("f/config.toml")).expect("config.toml");
+        assert!(config.contains("replay_fraction = 1.0") && config.contains("data.yaml"), "{config}");
         let leftovers: Vec<_> =
             std::fs::read_dir(&project).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
-        let with_config = |p: &&std::path::PathBuf| p.join("config.json").exists();
+        let with_config = |p: &&std::path::PathBuf| p.join("config.toml").exists();
         assert_eq!(leftovers.iter().filter(with_config).count(), 1, "only run f is a run: {leftovers:?}");
+    }
+
+    /// A checkpoint every 2 optimiser steps (one step per pass with --nbs 2): a run killed inside its
+    /// first epoch resumes from the last of them and ends with the losses of the uninterrupted run.
+    #[test]
+    fn kill_within_an_epoch_then_resume_ends_as_the_straight_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path());
+        let project = dir.path().join("runs");
+        let with = |name: &'static str| {
+            let mut a = epochs(args(&data, &project, name), "2");
+            a.extend(["--nbs", "2", "--save-period", "2"]);
+            a
+        };
+        let run = headroom(&with("straight"));
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let killed = project.join("killed");
+        let checkpoint = killed.join("ckpt/last.pt");
+        kill_when(&with("killed"), || checkpoint.exists());
+        assert!(rows(&killed).is_empty(), "killed inside its first epoch");
+        let mut resume = with("killed");
+        resume.push("--resume");
+        let run = headroom(&resume);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{stderr}");
+        assert!(stderr.contains("resuming") && !stderr.contains("pass 0"), "resumed mid-epoch: {stderr}");
+        assert_same_rows(&rows(&killed), &rows(&project.join("straight")));
+    }
+
+    /// `headroom label` (the demo model as teacher) writes soft scores; `--kd` distils from them
+    /// (a positive kd term), and the cached-feature run trains on the same data to nearly the same
+    /// losses (fp16 features) as the uncached one, reusing its cache on resume.
+    #[test]
+    fn distillation_and_the_feature_cache_on_pseudo_labels() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path());
+        let labelled = dir.path().join("labelled");
+        let images = data.parent().expect("dir").join("images/train");
+        let model = demo_model();
+        let label = headroom(&[
+            "-q",
+            "label",
+            "--teacher",
+            s(&model),
+            "--images",
+            s(&images),
+            "--out",
+            s(&labelled),
+            "--conf",
+            "0.1",
+        ]);
+        assert!(label.status.success(), "{}", String::from_utf8_lossy(&label.stderr));
+        let yaml = labelled.join("data.yaml");
+        let project = dir.path().join("runs");
+        let run_with = |name: &'static str, extra: &[&'static str]| {
+            let mut a = epochs(args(&yaml, &project, name), "2");
+            a.extend(extra);
+            let run = headroom(&a);
+            assert!(run.status.success(), "{name}: {}", String::from_utf8_lossy(&run.stderr));
+            rows(&project.join(name))
+        };
+        let kd = run_with("kd", &["--kd", "1"]);
+        let kd_loss: f64 = kd[0][4].parse().expect("kd_loss");
+        assert!(kd_loss > 0.0, "kd term {kd_loss}");
+        let plain = run_with("plain", &[]);
+        let cached = run_with("cached", &["--cache-features"]);
+        assert_eq!(plain[0][4], "0.000000");
+        for (a, b) in cached.iter().zip(&plain) {
+            for column in [1, 2, 3] {
+                let (x, y) = (a[column].parse::<f64>().expect("num"), b[column].parse::<f64>().expect("num"));
+                assert!((x - y).abs() <= 2e-3 * y.abs().max(1.0), "column {column}: cached {x} vs {y}");
+            }
+        }
+        let index = project.join("cached/cache/index.json");
+        let built = std::fs::metadata(&index).and_then(|m| m.modified()).expect("index");
+        let mut resume = epochs(args(&yaml, &project, "cached"), "2");
+        resume.extend(["--cache-features", "--resume"]);
+        let run = headroom(&resume);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        assert_eq!(
+            std::fs::metadata(&index).and_then(|m| m.modified()).expect("index"),
+            built,
+            "cache reused"
+        );
+    }
+
+    /// `--remap` maps a dataset's classes onto the student's (by name or id, or drops them).
+    #[test]
+    fn remap_trains_a_dataset_with_other_classes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path());
+        let yaml = std::fs::read_to_string(&data).expect("yaml").replace("- circle\n", "- disc\n");
+        let renamed = dir.path().join("data/renamed.yaml");
+        std::fs::write(&renamed, yaml).expect("write");
+        let project = dir.path().join("runs");
+        let mut a = epochs(args(&renamed, &project, "remapped"), "1");
+        a.extend(["--remap", "disc=circle,1=1,triangle=drop"]);
+        let run = headroom(&a);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let config = std::fs::read_to_string(project.join("remapped/config.toml")).expect("config");
+        assert!(config.contains("remap = \"disc=circle,1=1,triangle=drop\""), "{config}");
     }
 
     /// Every family trains its head at batch 2, also the static exports whose attention layers hold

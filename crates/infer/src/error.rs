@@ -107,4 +107,7 @@ pub enum Error {
     /// A dataset or image error from `headroom-core`.
     #[error(transparent)]
     Core(#[from] headroom_core::Error),
+    /// A model error from `headroom-onnx`.
+    #[error(transparent)]
+    Onnx(#[from] headroom_onnx::Error),
 }

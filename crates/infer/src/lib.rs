@@ -22,5 +22,7 @@ pub mod provider;
 #[cfg(feature = "onnxruntime")]
 pub mod runtime;
 pub mod soft_scores;
+#[cfg(feature = "onnxruntime")]
+pub mod trunk;
 
 pub use error::{Error, Result};

@@ -10,6 +10,7 @@
 pub mod attr;
 pub mod dim;
 pub mod error;
+pub mod extract;
 pub mod graph;
 pub mod infer;
 pub mod inspect;

@@ -56,6 +56,16 @@ pub enum Error {
         /// The shape given.
         found: Vec<i64>,
     },
+    /// libtorch could not allocate memory for a training pass.
+    #[error(
+        "out of memory during a training pass ({reason}): use --batch 1 (gradients still accumulate to --nbs), \
+         keep checkpointing on (no --no-checkpoint), train less (--train head), or a smaller input \
+         (an export at a smaller imgsz); `headroom plan` estimates what fits"
+    )]
+    OutOfMemory {
+        /// libtorch's message.
+        reason: String,
+    },
     /// The model cannot be partitioned or inspected.
     #[error(transparent)]
     Onnx(#[from] headroom_onnx::Error),

@@ -1,11 +1,13 @@
 //! The training loop of one run: epochs of shuffled batches through the frozen trunk and the
-//! (checkpointed) trainable head, Ultralytics' loss, gradients accumulated to a nominal batch, SGD
-//! with warmup and a linear learning-rate decay, an exponential moving average of the weights
-//! (what is written out and evaluated), skipped non-finite steps, and checkpoints to resume from
-//! at epoch boundaries. Evaluation and writing ONNX files belong to the caller (the CLI).
+//! (checkpointed) trainable head, Ultralytics' loss (plus distillation on a teacher's soft scores),
+//! gradients accumulated to a nominal batch and clipped, SGD or AdamW with warmup and a linear or
+//! cosine learning-rate decay, an exponential moving average of the weights (what is written out and
+//! evaluated), skipped non-finite steps, and checkpoints every N optimiser steps that a run resumes
+//! from exactly. Evaluation and writing ONNX files belong to the caller (the CLI).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use headroom_core::dataset::ImageRecord;
 use rand::{RngExt, SeedableRng};
@@ -13,10 +15,22 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-use crate::data::make_batch;
-use crate::loss::{LossConfig, detection_loss};
-use crate::optim::Sgd;
+use crate::cache::FeatureCache;
+use crate::data::{SoftTargets, augmented_batch, targets_for};
+use crate::loss::{Distill, LossConfig, detection_loss_with};
+use crate::optim::{AdamW, Sgd, clip_grad_norm};
+use crate::student::Cut;
 use crate::{Error, Result, Student};
+
+/// The optimiser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// SGD with Nesterov momentum.
+    Sgd,
+    /// AdamW (beta1 = the momentum).
+    AdamW,
+}
 
 /// Everything that shapes a run (saved with it; see docs/TRAIN.md for the defaults' reasons).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,11 +43,15 @@ pub struct TrainConfig {
     /// Nominal batch: gradients are accumulated over `round(nbs / batch)` passes per step
     /// (Ultralytics' `nbs`, 64).
     pub nbs: usize,
+    /// The optimiser.
+    pub optimizer: OptimizerKind,
     /// Initial learning rate.
     pub lr0: f64,
-    /// Final learning rate as a fraction of `lr0` (linear decay).
+    /// Final learning rate as a fraction of `lr0`.
     pub lrf: f64,
-    /// SGD momentum (Nesterov).
+    /// Cosine decay from `lr0` to `lr0 · lrf` instead of linear (Ultralytics' `cos_lr`).
+    pub cos_lr: bool,
+    /// SGD momentum (Nesterov), or AdamW's beta1.
     pub momentum: f64,
     /// Weight decay at the nominal batch (scaled by `batch · accumulate / nbs`), weights only.
     pub weight_decay: f64,
@@ -41,11 +59,20 @@ pub struct TrainConfig {
     pub warmup_epochs: f64,
     /// Momentum at the start of warmup.
     pub warmup_momentum: f64,
+    /// Largest L2 norm of the gradients at a step (Ultralytics: 10); 0 turns clipping off.
+    pub max_grad_norm: f64,
     /// Probability of a left-right flip per image.
     pub flip: f64,
+    /// Colour, scale, translate and mosaic augmentation (all off by default).
+    #[serde(default)]
+    pub augment: crate::augment::AugmentConfig,
+    /// Gain of the distillation term on the teacher's soft scores (0: off).
+    pub kd: f64,
     /// Recompute the head's segments in backward instead of keeping their activations.
     pub checkpoint: bool,
-    /// Seed of the data order and the flips.
+    /// Optimiser steps between checkpoints within an epoch (0: at epoch ends only).
+    pub save_period: u64,
+    /// Seed of the data order and the augmentation.
     pub seed: u64,
     /// Model input width and height.
     pub imgsz: [u32; 2],
@@ -59,17 +86,51 @@ impl Default for TrainConfig {
             epochs: 10,
             batch: 2,
             nbs: 64,
+            optimizer: OptimizerKind::Sgd,
             lr0: 1e-4,
             lrf: 0.01,
+            cos_lr: false,
             momentum: 0.937,
             weight_decay: 5e-4,
             warmup_epochs: 3.0,
             warmup_momentum: 0.8,
+            max_grad_norm: 10.0,
             flip: 0.5,
+            augment: crate::augment::AugmentConfig::default(),
+            kd: 0.0,
             checkpoint: true,
+            save_period: 10,
             seed: 0,
             imgsz: [640, 640],
             max_bad_steps: 10,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Ultralytics' `optimizer=auto` rule for `images` training images: SGD at 0.01 for runs of
+    /// more than 10,000 iterations, else AdamW at `0.002 · 5 / (4 + nc)` with momentum 0.9.
+    pub fn with_auto_optimizer(mut self, images: usize, nc: usize) -> TrainConfig {
+        let iterations = images.div_ceil(self.batch.max(self.nbs)) * self.epochs;
+        if iterations > 10_000 {
+            self.optimizer = OptimizerKind::Sgd;
+            self.lr0 = 0.01;
+            self.momentum = 0.937;
+        } else {
+            self.optimizer = OptimizerKind::AdamW;
+            self.lr0 = (0.002 * 5.0 / (4.0 + nc as f64) * 1e6).round() / 1e6;
+            self.momentum = 0.9;
+        }
+        self
+    }
+
+    /// The learning-rate factor at the start of `epoch` (linear or cosine from 1 to `lrf`).
+    pub fn lr_factor(&self, epoch: usize) -> f64 {
+        let x = epoch as f64 / self.epochs as f64;
+        if self.cos_lr {
+            (1.0 - (x * std::f64::consts::PI).cos()) / 2.0 * (self.lrf - 1.0) + 1.0
+        } else {
+            (1.0 - x) * (1.0 - self.lrf) + self.lrf
         }
     }
 }
@@ -81,25 +142,66 @@ pub struct EpochStats {
     pub epoch: usize,
     /// Mean box, cls and dfl (or L1) terms (with gains) over the epoch's passes.
     pub loss: [f64; 3],
+    /// Mean distillation term (with its gain).
+    pub kd: f64,
     /// Learning rate of the weights at the end of the epoch.
     pub lr: f64,
     /// Passes whose loss was not finite (skipped).
     pub bad_steps: usize,
     /// Optimiser steps taken.
     pub optimizer_steps: u64,
-    /// Seconds.
+    /// Seconds (over every process that worked on the epoch).
     pub seconds: f64,
 }
 
 /// The state a run resumes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Progress {
     /// Epochs finished.
     pub epochs_done: usize,
+    /// Passes finished in the epoch in progress.
+    pub pass: usize,
     /// Optimiser steps taken.
     pub optimizer_steps: u64,
     /// EMA updates.
     pub ema_updates: u64,
+    /// Sums of the epoch in progress: box, cls, dfl, kd.
+    pub sums: [f64; 4],
+    /// Passes counted in `sums`.
+    pub counted: usize,
+    /// Skipped passes of the epoch in progress.
+    pub bad: usize,
+    /// Seconds spent on the epoch in progress.
+    pub seconds: f64,
+}
+
+/// What happens when libtorch runs out of memory: the planner steps down (smaller batch, more
+/// checkpointing) and the run continues; without a planner the run stops with what to change.
+pub trait OutOfMemory {
+    /// A configuration that needs less memory than `config`, or `None` to stop.
+    fn step_down(&mut self, config: &TrainConfig) -> Option<TrainConfig>;
+}
+
+/// The hook that stops (until `headroom plan` fills it in).
+pub struct StopOnOutOfMemory;
+
+impl OutOfMemory for StopOnOutOfMemory {
+    fn step_down(&mut self, _config: &TrainConfig) -> Option<TrainConfig> {
+        None
+    }
+}
+
+/// Whether a libtorch error is an allocation failure.
+pub fn is_out_of_memory(error: &Error) -> bool {
+    let text = error.to_string();
+    ["out of memory", "can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED", "std::bad_alloc"]
+        .iter()
+        .any(|needle| text.contains(needle))
+}
+
+enum Optimizer {
+    Sgd(Sgd),
+    AdamW(AdamW),
 }
 
 /// A run in progress.
@@ -108,10 +210,17 @@ pub struct Trainer<'a> {
     config: TrainConfig,
     loss: LossConfig,
     grids: Vec<(i64, i64)>,
-    sgd: Sgd,
+    optimizer: Optimizer,
     ema: BTreeMap<String, Tensor>,
     progress: Progress,
+    soft: SoftTargets,
+    checkpoint_path: Option<PathBuf>,
+    cache: Option<FeatureCache>,
+    trunk: Option<RefCell<Box<ExternalTrunk<'a>>>>,
 }
+
+/// A trunk run elsewhere (ONNX Runtime on the trunk cut out of the same file): images in, cut out.
+pub type ExternalTrunk<'a> = dyn FnMut(&Tensor) -> Result<Cut> + 'a;
 
 const EMA_DECAY: f64 = 0.9999;
 const EMA_TAU: f64 = 2000.0;
@@ -136,10 +245,53 @@ impl<'a> Trainer<'a> {
         }
         let accumulate = accumulate(&config);
         let weight_decay = config.weight_decay * (config.batch * accumulate) as f64 / config.nbs as f64;
-        let sgd = Sgd::new(config.lr0, config.momentum, true, weight_decay);
+        let optimizer = match config.optimizer {
+            OptimizerKind::Sgd => Optimizer::Sgd(Sgd::new(config.lr0, config.momentum, true, weight_decay)),
+            OptimizerKind::AdamW => Optimizer::AdamW(AdamW::new(config.momentum, weight_decay)),
+        };
         let ema = student.parameters().into_iter().map(|(n, p)| (n.to_string(), p.detach().copy())).collect();
-        let progress = Progress { epochs_done: 0, optimizer_steps: 0, ema_updates: 0 };
-        Ok(Trainer { student, config, loss, grids, sgd, ema, progress })
+        Ok(Trainer {
+            student,
+            config,
+            loss,
+            grids,
+            optimizer,
+            ema,
+            progress: Progress::default(),
+            soft: SoftTargets::new(),
+            checkpoint_path: None,
+            cache: None,
+            trunk: None,
+        })
+    }
+
+    /// Trains on cached trunk outputs (no image is read or run through the trunk during epochs).
+    /// Refused when an augmentation changes the trunk's input (flips are cached both ways).
+    pub fn set_feature_cache(&mut self, cache: FeatureCache) -> Result<()> {
+        if self.config.augment.changes_pixels() {
+            return Err(Error::Data {
+                reason: "cached features are the trunk's outputs for fixed inputs: --mosaic, --scale, \
+                         --translate and --hsv change those inputs; turn them off or drop --cache-features"
+                    .into(),
+            });
+        }
+        self.cache = Some(cache);
+        Ok(())
+    }
+
+    /// Runs the frozen trunk with `trunk` instead of libtorch.
+    pub fn set_trunk(&mut self, trunk: Box<ExternalTrunk<'a>>) {
+        self.trunk = Some(RefCell::new(trunk));
+    }
+
+    /// The teacher's soft scores per image (for `kd`; see [`crate::data::SoftTargets`]).
+    pub fn set_soft_targets(&mut self, soft: SoftTargets) {
+        self.soft = soft;
+    }
+
+    /// Where checkpoints within an epoch go (every `save_period` optimiser steps).
+    pub fn set_checkpoint_path(&mut self, path: &Path) {
+        self.checkpoint_path = Some(path.to_path_buf());
     }
 
     /// Where the run stands.
@@ -152,13 +304,15 @@ impl<'a> Trainer<'a> {
         &self.config
     }
 
-    /// Trains one epoch on `records`; `progress(pass, passes, components)` after each pass.
+    /// Trains (the rest of) one epoch on `records`; `progress(pass, passes, components)` after
+    /// each pass, components being box, cls, dfl and kd.
     pub fn train_epoch(
         &mut self,
         records: &[ImageRecord],
-        progress: &dyn Fn(usize, usize, [f64; 3]),
+        progress: &dyn Fn(usize, usize, [f64; 4]),
     ) -> Result<EpochStats> {
         let started = std::time::Instant::now();
+        let seconds_before = self.progress.seconds;
         let epoch = self.progress.epochs_done;
         let cfg = self.config.clone();
         let order = shuffled(records.len(), cfg.seed, epoch);
@@ -168,51 +322,29 @@ impl<'a> Trainer<'a> {
         } else {
             0
         };
-        let mut rng =
-            ChaCha8Rng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (epoch as u64 + 1));
-        let lf = |e: usize| (1.0 - e as f64 / cfg.epochs as f64) * (1.0 - cfg.lrf) + cfg.lrf;
-        let (mut sums, mut counted, mut bad, mut bad_in_row) = ([0f64; 3], 0usize, 0usize, 0usize);
+        let mut bad_in_row = 0usize;
         let mut since_step = 0usize;
-        let mut lr = cfg.lr0 * lf(epoch);
+        let mut lr = cfg.lr0 * cfg.lr_factor(epoch);
         self.student.zero_grad();
-        for (pass, chunk) in order.chunks(cfg.batch).enumerate() {
+        for (pass, chunk) in order.chunks(cfg.batch).enumerate().skip(self.progress.pass) {
             let ni = (pass + passes * epoch) as u64;
             let (accumulate_now, momentum);
             if ni <= warmup && warmup > 0 {
                 let t = ni as f64 / warmup as f64;
                 accumulate_now =
                     ((1.0 + t * (cfg.nbs as f64 / cfg.batch as f64 - 1.0)).round() as usize).max(1);
-                lr = t * cfg.lr0 * lf(epoch);
+                lr = t * cfg.lr0 * cfg.lr_factor(epoch);
                 momentum = cfg.warmup_momentum + t * (cfg.momentum - cfg.warmup_momentum);
             } else {
                 accumulate_now = accumulate(&cfg);
-                lr = cfg.lr0 * lf(epoch);
+                lr = cfg.lr0 * cfg.lr_factor(epoch);
                 momentum = cfg.momentum;
             }
             let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
-            let flips: Vec<bool> = chunk.iter().map(|_| rng.random::<f64>() < cfg.flip).collect();
-            let batch = make_batch(
-                &batch_records,
-                cfg.imgsz[0],
-                cfg.imgsz[1],
-                &flips,
-                self.student.executor().device(),
-            )?;
-            let cut = self.student.trunk(&batch.images)?;
-            let mut components = [0f64; 3];
-            let loss_fn = |outputs: &[Tensor]| {
-                let (boxes, scores) = head_tensors(outputs)?;
-                let out = detection_loss(&self.loss, &boxes, &scores, &self.grids, &batch.targets)?;
-                components = out.components;
-                Ok(out.total)
-            };
-            let value = if cfg.checkpoint {
-                self.student.backward_checkpointed(&cut, loss_fn)?
-            } else {
-                self.student.backward(&cut, loss_fn)?
-            };
+            let (value, components) = self.pass(&batch_records, records, epoch, pass).map_err(oom)?;
+            self.progress.pass = pass + 1;
             if !value.is_finite() {
-                bad += 1;
+                self.progress.bad += 1;
                 bad_in_row += 1;
                 self.student.zero_grad();
                 since_step = 0;
@@ -227,31 +359,101 @@ impl<'a> Trainer<'a> {
                 continue;
             }
             bad_in_row = 0;
-            for (s, c) in sums.iter_mut().zip(components) {
+            for (s, c) in self.progress.sums.iter_mut().zip(components) {
                 *s += c;
             }
-            counted += 1;
+            self.progress.counted += 1;
             since_step += 1;
             if since_step >= accumulate_now || pass + 1 == passes {
-                self.sgd.momentum = momentum;
-                self.sgd.step_with(&self.student.parameters(), lr, lr)?;
-                self.student.zero_grad();
-                self.progress.optimizer_steps += 1;
-                self.update_ema()?;
+                self.step(lr, momentum)?;
                 since_step = 0;
+                let period = cfg.save_period;
+                if period > 0 && self.progress.optimizer_steps.is_multiple_of(period) && pass + 1 < passes {
+                    self.progress.seconds = seconds_before + started.elapsed().as_secs_f64();
+                    if let Some(path) = self.checkpoint_path.clone() {
+                        self.save_checkpoint(&path)?;
+                    }
+                }
             }
             progress(pass + 1, passes, components);
         }
-        self.progress.epochs_done += 1;
-        let mean = sums.map(|s| s / counted.max(1) as f64);
+        let p = std::mem::take(&mut self.progress);
+        self.progress = Progress {
+            epochs_done: p.epochs_done + 1,
+            optimizer_steps: p.optimizer_steps,
+            ema_updates: p.ema_updates,
+            ..Progress::default()
+        };
+        let mean = p.sums.map(|s| s / p.counted.max(1) as f64);
         Ok(EpochStats {
             epoch,
-            loss: mean,
+            loss: [mean[0], mean[1], mean[2]],
+            kd: mean[3],
             lr,
-            bad_steps: bad,
-            optimizer_steps: self.progress.optimizer_steps,
-            seconds: started.elapsed().as_secs_f64(),
+            bad_steps: p.bad,
+            optimizer_steps: p.optimizer_steps,
+            seconds: seconds_before + started.elapsed().as_secs_f64(),
         })
+    }
+
+    /// Forward and backward of one batch; the loss and its components (box, cls, dfl, kd).
+    fn pass(
+        &self,
+        batch_records: &[&ImageRecord],
+        all: &[ImageRecord],
+        epoch: usize,
+        pass: usize,
+    ) -> Result<(f64, [f64; 4])> {
+        let cfg = &self.config;
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((epoch as u64 + 1) << 32) ^ pass as u64,
+        );
+        let device = self.student.executor().device();
+        let (cut, targets, soft) = if let Some(cache) = &self.cache {
+            // The same draws as `augmented_batch` without pixel augmentations: one flip per image.
+            let flips: Vec<bool> = batch_records.iter().map(|_| rng.random::<f64>() < cfg.flip).collect();
+            let (targets, soft) = targets_for(batch_records, &flips, cfg.imgsz, &self.soft);
+            (cache.cut(batch_records, &flips, device)?, targets, soft)
+        } else {
+            let batch = augmented_batch(batch_records, all, cfg, &mut rng, &self.soft, device)?;
+            let cut = match &self.trunk {
+                Some(trunk) => (trunk.borrow_mut())(&batch.images)?,
+                None => self.student.trunk(&batch.images)?,
+            };
+            (cut, batch.targets, batch.soft)
+        };
+        let mut components = [0f64; 4];
+        let distill = (cfg.kd > 0.0).then_some(Distill { weight: cfg.kd, soft: &soft });
+        let loss_fn = |outputs: &[Tensor]| {
+            let (boxes, scores) = head_tensors(outputs)?;
+            let out = detection_loss_with(&self.loss, &boxes, &scores, &self.grids, &targets, distill)?;
+            components = [out.components[0], out.components[1], out.components[2], out.kd];
+            Ok(out.total)
+        };
+        let value = if cfg.checkpoint {
+            self.student.backward_checkpointed(&cut, loss_fn)?
+        } else {
+            self.student.backward(&cut, loss_fn)?
+        };
+        Ok((value, components))
+    }
+
+    /// Clips, steps the optimiser, clears the gradients, updates the average.
+    fn step(&mut self, lr: f64, momentum: f64) -> Result<()> {
+        let parameters = self.student.parameters();
+        if self.config.max_grad_norm > 0.0 {
+            clip_grad_norm(&parameters, self.config.max_grad_norm)?;
+        }
+        match &mut self.optimizer {
+            Optimizer::Sgd(sgd) => {
+                sgd.momentum = momentum;
+                sgd.step_with(&parameters, lr, lr)?;
+            }
+            Optimizer::AdamW(adam) => adam.step_with(&parameters, lr, lr)?,
+        }
+        self.student.zero_grad();
+        self.progress.optimizer_steps += 1;
+        self.update_ema()
     }
 
     fn update_ema(&mut self) -> Result<()> {
@@ -270,12 +472,15 @@ impl<'a> Trainer<'a> {
     pub fn ema_weights(&self) -> Result<BTreeMap<String, Vec<f32>>> {
         self.ema
             .iter()
-            .map(|(n, t)| Ok((n.clone(), Vec::<f32>::try_from(&t.f_reshape([-1])?.f_to_kind(Kind::Float)?)?)))
+            .map(|(n, t)| {
+                let flat = t.f_reshape([-1])?.f_to_kind(Kind::Float)?.f_to_device(tch::Device::Cpu)?;
+                Ok((n.clone(), Vec::<f32>::try_from(&flat)?))
+            })
             .collect()
     }
 
-    /// Writes the weights, averages, momentum buffers and progress to `path` atomically (a
-    /// temporary beside it, then a rename).
+    /// Writes the weights, averages, optimiser state and progress (position in the epoch included)
+    /// to `path` atomically (a temporary beside it, then a rename).
     pub fn save_checkpoint(&self, path: &Path) -> Result<()> {
         let mut named: Vec<(String, Tensor)> = Vec::new();
         for (n, p) in self.student.parameters() {
@@ -284,10 +489,21 @@ impl<'a> Trainer<'a> {
         for (n, e) in &self.ema {
             named.push((format!("ema/{n}"), e.shallow_clone()));
         }
-        for (n, b) in self.sgd.buffers() {
-            named.push((format!("momentum/{n}"), b.shallow_clone()));
+        let mut adam_steps = 0;
+        match &self.optimizer {
+            Optimizer::Sgd(sgd) => {
+                for (n, b) in sgd.buffers() {
+                    named.push((format!("momentum/{n}"), b.shallow_clone()));
+                }
+            }
+            Optimizer::AdamW(adam) => {
+                let (steps, moments) = adam.state();
+                adam_steps = steps;
+                named.extend(moments.into_iter().map(|(k, v)| (format!("adam/{k}"), v)));
+            }
         }
-        let state = serde_json::to_vec(&self.progress).map_err(|e| Error::Data { reason: e.to_string() })?;
+        let state = serde_json::to_vec(&SavedState { progress: self.progress.clone(), adam_steps })
+            .map_err(|e| Error::Data { reason: e.to_string() })?;
         named.push(("state".into(), Tensor::from_slice(&state)));
         let tmp = headroom_core::fsio::temporary_path(path);
         Tensor::save_multi(&named, &tmp)?;
@@ -314,18 +530,37 @@ impl<'a> Trainer<'a> {
                 e.f_copy_(saved)?;
             }
         }
-        let buffers = map
-            .iter()
-            .filter_map(|(k, v)| k.strip_prefix("momentum/").map(|n| (n.to_string(), v.shallow_clone())))
-            .collect();
-        self.sgd.set_buffers(buffers);
         let state = map
             .get("state")
             .ok_or_else(|| Error::Data { reason: format!("{}: no state", path.display()) })?;
         let bytes = Vec::<u8>::try_from(state)?;
-        self.progress = serde_json::from_slice(&bytes).map_err(|e| Error::Data { reason: e.to_string() })?;
+        let saved: SavedState = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Data { reason: format!("{}: {e}", path.display()) })?;
+        let strip = |prefix: &str| -> HashMap<String, Tensor> {
+            map.iter()
+                .filter_map(|(k, v)| k.strip_prefix(prefix).map(|n| (n.to_string(), v.shallow_clone())))
+                .collect()
+        };
+        match &mut self.optimizer {
+            Optimizer::Sgd(sgd) => sgd.set_buffers(strip("momentum/")),
+            Optimizer::AdamW(adam) => adam.set_state(saved.adam_steps, &strip("adam/")),
+        }
+        self.progress = saved.progress;
         Ok(())
     }
+}
+
+/// The JSON inside a checkpoint.
+#[derive(Serialize, Deserialize)]
+struct SavedState {
+    progress: Progress,
+    #[serde(default)]
+    adam_steps: u64,
+}
+
+/// libtorch's allocation failures become [`Error::OutOfMemory`].
+fn oom(error: Error) -> Error {
+    if is_out_of_memory(&error) { Error::OutOfMemory { reason: error.to_string() } } else { error }
 }
 
 /// Passes between optimiser steps after warmup.

@@ -12,6 +12,9 @@
 //! and every entry point returns [`Error::FeatureDisabled`], so the pure parts of headroom
 //! (and the aarch64 build without native libraries) need no libtorch.
 
+pub mod augment;
+#[cfg(feature = "libtorch")]
+pub mod cache;
 #[cfg(feature = "libtorch")]
 mod check;
 #[cfg(feature = "libtorch")]
@@ -27,6 +30,7 @@ pub mod loss;
 mod lower;
 #[cfg(feature = "libtorch")]
 pub mod optim;
+pub mod plots;
 #[cfg(feature = "libtorch")]
 pub mod student;
 

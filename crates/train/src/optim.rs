@@ -83,3 +83,110 @@ impl Sgd {
         self.buffers = buffers;
     }
 }
+
+/// AdamW as `torch.optim.AdamW` computes it (decoupled weight decay, bias-corrected moments), with
+/// Ultralytics' parameter groups (decay on weights, none on biases).
+#[derive(Debug)]
+pub struct AdamW {
+    /// First-moment decay (Ultralytics passes its momentum, 0.9 under `optimizer=auto`).
+    pub beta1: f64,
+    /// Second-moment decay.
+    pub beta2: f64,
+    /// Denominator guard.
+    pub eps: f64,
+    /// Decoupled weight decay on weights (rank ≥ 2).
+    pub weight_decay: f64,
+    steps: u64,
+    moments: HashMap<String, (Tensor, Tensor)>,
+}
+
+impl AdamW {
+    /// A fresh optimiser.
+    pub fn new(beta1: f64, weight_decay: f64) -> AdamW {
+        AdamW { beta1, beta2: 0.999, eps: 1e-8, weight_decay, steps: 0, moments: HashMap::new() }
+    }
+
+    /// One step with separate learning rates for weights (rank ≥ 2) and biases.
+    pub fn step_with(
+        &mut self,
+        parameters: &[(&str, &Tensor)],
+        lr_weights: f64,
+        lr_biases: f64,
+    ) -> Result<()> {
+        let _guard = tch::no_grad_guard();
+        self.steps += 1;
+        let (c1, c2) = (1.0 - self.beta1.powi(self.steps as i32), 1.0 - self.beta2.powi(self.steps as i32));
+        for &(name, p) in parameters {
+            let grad = p.grad();
+            if !grad.defined() {
+                continue;
+            }
+            let lr = if p.dim() >= 2 { lr_weights } else { lr_biases };
+            let mut p = p.shallow_clone();
+            if self.weight_decay != 0.0 && p.dim() >= 2 {
+                let _decayed = p.f_mul_scalar_(1.0 - lr * self.weight_decay)?;
+            }
+            let (m, v) = match self.moments.remove(name) {
+                Some((m, v)) => (
+                    m.f_mul_scalar(self.beta1)?.f_add(&grad.f_mul_scalar(1.0 - self.beta1)?)?,
+                    v.f_mul_scalar(self.beta2)?.f_add(&grad.f_mul(&grad)?.f_mul_scalar(1.0 - self.beta2)?)?,
+                ),
+                None => {
+                    (grad.f_mul_scalar(1.0 - self.beta1)?, grad.f_mul(&grad)?.f_mul_scalar(1.0 - self.beta2)?)
+                }
+            };
+            let denominator = v.f_div_scalar(c2)?.f_sqrt()?.f_add_scalar(self.eps)?;
+            let update = m.f_div_scalar(c1)?.f_div(&denominator)?.f_mul_scalar(lr)?;
+            let _updated = p.f_sub_(&update)?;
+            self.moments.insert(name.to_string(), (m, v));
+        }
+        Ok(())
+    }
+
+    /// Moments by parameter name (`m/NAME`, `v/NAME`) and the step count, for checkpoints.
+    pub fn state(&self) -> (u64, Vec<(String, Tensor)>) {
+        let mut named = Vec::new();
+        for (name, (m, v)) in &self.moments {
+            named.push((format!("m/{name}"), m.shallow_clone()));
+            named.push((format!("v/{name}"), v.shallow_clone()));
+        }
+        (self.steps, named)
+    }
+
+    /// Restores what [`AdamW::state`] returned.
+    pub fn set_state(&mut self, steps: u64, named: &HashMap<String, Tensor>) {
+        self.steps = steps;
+        self.moments.clear();
+        for (key, m) in named {
+            if let Some(name) = key.strip_prefix("m/")
+                && let Some(v) = named.get(&format!("v/{name}"))
+            {
+                self.moments.insert(name.to_string(), (m.shallow_clone(), v.shallow_clone()));
+            }
+        }
+    }
+}
+
+/// Scales the gradients of `parameters` so that their joint L2 norm is at most `max_norm`
+/// (`torch.nn.utils.clip_grad_norm_`, as Ultralytics applies with 10.0); returns the norm before.
+pub fn clip_grad_norm(parameters: &[(&str, &Tensor)], max_norm: f64) -> Result<f64> {
+    let _guard = tch::no_grad_guard();
+    let mut squares = 0.0;
+    for (_, p) in parameters {
+        let g = p.grad();
+        if g.defined() {
+            squares += g.f_square()?.f_sum(tch::Kind::Double)?.double_value(&[]);
+        }
+    }
+    let norm = squares.sqrt();
+    if max_norm > 0.0 && norm.is_finite() && norm > max_norm {
+        let factor = max_norm / (norm + 1e-6);
+        for (_, p) in parameters {
+            let mut g = p.grad();
+            if g.defined() {
+                let _scaled = g.f_mul_scalar_(factor)?;
+            }
+        }
+    }
+    Ok(norm)
+}

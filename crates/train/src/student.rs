@@ -28,6 +28,18 @@ pub struct Student {
 #[derive(Debug)]
 pub struct Cut(HashMap<String, Tensor>);
 
+impl Cut {
+    /// A cut from its tensors by name (from a feature cache or another runtime's trunk).
+    pub fn from_named(tensors: impl IntoIterator<Item = (String, Tensor)>) -> Cut {
+        Cut(tensors.into_iter().collect())
+    }
+
+    /// The tensor named `name`.
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.0.get(name)
+    }
+}
+
 impl Student {
     /// Loads `model` on `device`, split as `trainable` says; the trainable initializers get
     /// `requires_grad`.

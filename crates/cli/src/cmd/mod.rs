@@ -13,6 +13,8 @@ pub mod progress;
 mod provider_args;
 mod synth;
 mod train;
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod train_data;
 
 use clap::{Parser, Subcommand};
 

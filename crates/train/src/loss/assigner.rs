@@ -22,6 +22,8 @@ pub struct Assignment {
     pub scores: Tensor,
     /// Whether the anchor is assigned, `[B, A]` (bool).
     pub foreground: Tensor,
+    /// Index of the assigned object within its image, `[B, A]` (int64; 0 off the foreground).
+    pub object: Tensor,
 }
 
 pub struct Assigner {
@@ -56,6 +58,7 @@ impl Assigner {
                 bboxes: pd_bboxes.zeros_like(),
                 scores: pd_scores.zeros_like(),
                 foreground: pd_scores.select(-1, 0).zeros_like().to_kind(Kind::Bool),
+                object: pd_scores.select(-1, 0).zeros_like().to_kind(Kind::Int64),
             };
         }
         let mask_gt_f = mask_gt.to_kind(Kind::Float);
@@ -73,7 +76,12 @@ impl Assigner {
         let pos_overlaps = (overlaps * &mask_pos).amax([-1].as_slice(), true);
         let norm =
             (align_metric * pos_overlaps / (pos_align + EPS)).amax([-2].as_slice(), false).unsqueeze(-1);
-        Assignment { bboxes, scores: scores * norm, foreground: foreground.to_kind(Kind::Bool) }
+        Assignment {
+            bboxes,
+            scores: scores * norm,
+            foreground: foreground.to_kind(Kind::Bool),
+            object: target_gt_idx,
+        }
     }
 
     /// `[B, n, A]` (float 0/1): anchor centres strictly inside each object, objects' sides floored

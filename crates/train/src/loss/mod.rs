@@ -61,6 +61,19 @@ pub struct Target {
     pub h: f32,
 }
 
+/// Distillation from a teacher's soft class scores (`--kd`): for each anchor assigned to an object
+/// that has a soft vector `q`, the binary KL divergence `Σ_c q_c·ln(q_c/p_c) + (1−q_c)·ln((1−q_c)/(1−p_c))`
+/// with `p = sigmoid(logits)`, summed, divided by the same normaliser as the other terms (the sum of
+/// the target scores), times `weight` (docs/TRAIN.md).
+#[derive(Debug, Clone, Copy)]
+pub struct Distill<'a> {
+    /// Gain of the term.
+    pub weight: f64,
+    /// Per target (aligned with the targets): the teacher's per-class confidences, or `None`
+    /// (a human label, a replayed image): no distillation for that object.
+    pub soft: &'a [Option<Vec<f32>>],
+}
+
 /// The loss of one batch.
 #[derive(Debug)]
 pub struct LossOutput {
@@ -71,6 +84,8 @@ pub struct LossOutput {
     pub components: [f64; 3],
     /// Anchors assigned to an object.
     pub foreground: i64,
+    /// The distillation term with its gain (0 without [`Distill`]), included in `total`.
+    pub kd: f64,
 }
 
 /// The loss of raw head outputs `boxes` `[B, 4·reg_max, A]` and `scores` `[B, nc, A]` (logits), for
@@ -82,7 +97,31 @@ pub fn detection_loss(
     grids: &[(i64, i64)],
     targets: &[Target],
 ) -> Result<LossOutput> {
+    detection_loss_with(config, boxes, scores, grids, targets, None)
+}
+
+/// [`detection_loss`] plus, with `distill`, the distillation term on the teacher's soft scores.
+pub fn detection_loss_with(
+    config: &LossConfig,
+    boxes: &Tensor,
+    scores: &Tensor,
+    grids: &[(i64, i64)],
+    targets: &[Target],
+    distill: Option<Distill<'_>>,
+) -> Result<LossOutput> {
     let batch = check_shapes(config, boxes, scores, grids)?;
+    if let Some(d) = &distill
+        && (d.soft.len() != targets.len() || d.soft.iter().flatten().any(|q| q.len() != config.nc as usize))
+    {
+        return Err(Error::Loss {
+            reason: format!(
+                "soft scores for {} of {} targets, or of another length than {} classes",
+                d.soft.len(),
+                targets.len(),
+                config.nc
+            ),
+        });
+    }
     if let Some(t) = targets.iter().find(|t| t.image >= batch as usize || t.class >= config.nc as usize) {
         return Err(Error::Loss {
             reason: format!("target {t:?} outside the batch of {batch} or the {} classes", config.nc),
@@ -130,9 +169,57 @@ pub fn detection_loss(
     let terms = [box_term * gain_box, cls * gain_cls, dfl_term * gain_dfl];
     let components = [0, 1, 2].map(|i| terms[i].double_value(&[]));
     let [a, b, c] = terms;
-    let total = (a + b + c) * batch as f64;
+    let mut total = a + b + c;
+    let mut kd = 0.0;
+    if let Some(d) = distill.filter(|d| d.weight > 0.0) {
+        let term = distillation(config, targets, d.soft, batch, &pred_scores, &assigned) / &target_scores_sum
+            * d.weight;
+        kd = term.double_value(&[]);
+        total += term;
+    }
+    let total = total * batch as f64;
     let foreground = assigned.foreground.sum(Kind::Int64).int64_value(&[]);
-    Ok(LossOutput { total, components, foreground })
+    Ok(LossOutput { total, components, foreground, kd })
+}
+
+/// The summed binary KL divergence between the teachers' soft vectors of the assigned objects and the
+/// predicted class probabilities, over the foreground anchors whose object has a soft vector.
+fn distillation(
+    config: &LossConfig,
+    targets: &[Target],
+    soft: &[Option<Vec<f32>>],
+    batch: i64,
+    pred_scores: &Tensor,
+    assigned: &assigner::Assignment,
+) -> Tensor {
+    let nc = config.nc as usize;
+    let mut per_image: Vec<Vec<Option<&Vec<f32>>>> = vec![Vec::new(); batch as usize];
+    for (t, q) in targets.iter().zip(soft) {
+        per_image[t.image].push(q.as_ref());
+    }
+    let n = per_image.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    let mut q = vec![0f32; batch as usize * n * nc];
+    let mut has = vec![0f32; batch as usize * n];
+    for (i, objects) in per_image.iter().enumerate() {
+        for (j, vector) in objects.iter().enumerate() {
+            if let Some(vector) = vector {
+                q[(i * n + j) * nc..(i * n + j + 1) * nc].copy_from_slice(vector);
+                has[i * n + j] = 1.0;
+            }
+        }
+    }
+    let device = pred_scores.device();
+    let q = Tensor::from_slice(&q).view([batch, n as i64, config.nc]).to_device(device);
+    let has = Tensor::from_slice(&has).view([batch, n as i64]).to_device(device);
+    // Per anchor: its object's soft vector [B, A, nc] and whether it counts [B, A].
+    let index = assigned.object.clamp(0, n as i64 - 1);
+    let q_anchor = q.gather(1, &index.unsqueeze(-1).expand([-1, -1, config.nc], false), false);
+    let weight = has.gather(1, &index, false) * assigned.foreground.to_kind(Kind::Float);
+    let q_anchor = q_anchor.clamp(1e-6, 1.0 - 1e-6);
+    let rest: Tensor = 1.0 - &q_anchor;
+    let entropy = -(&q_anchor * q_anchor.log() + &rest * rest.log());
+    let bce = pred_scores.binary_cross_entropy_with_logits::<Tensor>(&q_anchor, None, None, Reduction::None);
+    ((bce - entropy).sum_dim_intlist(-1, false, Kind::Float) * weight).sum(Kind::Float)
 }
 
 /// The batch size, after checking that the outputs, grids and strides fit together.
