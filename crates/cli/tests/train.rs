@@ -95,6 +95,9 @@ mod with_libraries {
         let best = straight_rows.iter().map(|r| r[MAP].parse::<f64>().expect("map50_95")).fold(0.0, f64::max);
         let scored = report["metrics"]["map50_95"].as_f64().expect("map");
         assert!((scored - best).abs() < 1e-6, "eval of best.onnx {scored} vs the run's best {best}");
+        // The executor and ONNX Runtime agree on the written file (what was measured is what trains).
+        let check = headroom(&["-q", "inspect", s(&straight.join("last.onnx")), "--check"]);
+        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
         let existing = headroom(&args(&data, &project, "straight"));
         assert!(String::from_utf8_lossy(&existing.stderr).contains("exists: choose another --name"));
 
@@ -177,6 +180,7 @@ mod with_libraries {
                 "turn them off or drop --cache-features",
             ),
             ([args(&data, &project, "k"), vec!["--hsv", "0.1,2"]].concat(), "expected three numbers"),
+            (args(&data, &data, "l"), "creating"),
             ([args(&data, &project, "b"), vec!["--train", "99"]].concat(), "cannot train with `freeze=99`"),
             ([args(&data, &project, "c"), vec!["--lr0", "5"]].concat(), "--lr0 5 is not in (0, 1)"),
             ([args(&data, &project, "d"), vec!["--resume"]].concat(), "no run to resume"),

@@ -110,7 +110,9 @@ impl AugmentConfig {
     /// Whether any augmentation is on. When none is, train on the `val` letterbox instead: even
     /// at zero strength Ultralytics' affine centres an image by resampling, not by padding.
     pub fn changes_pixels(&self) -> bool {
-        [self.hsv_h, self.hsv_s, self.hsv_v, self.translate, self.scale, self.mosaic].iter().any(|&g| g != 0.0)
+        [self.hsv_h, self.hsv_s, self.hsv_v, self.translate, self.scale, self.mosaic]
+            .iter()
+            .any(|&g| g != 0.0)
     }
 
     /// Checks every field is finite and in range (gains and scale in `[0, 1]`, translate in
@@ -281,7 +283,7 @@ struct Tile {
 /// Ultralytics' placement of sample `quadrant` (0 top-left, 1 top-right, 2 bottom-left,
 /// 3 bottom-right) of size `w` × `h` around `(xc, yc)` on a canvas of side `side`.
 fn place(quadrant: usize, xc: i64, yc: i64, w: i64, h: i64, side: i64) -> Tile {
-    let (left, top) = (quadrant % 2 == 0, quadrant < 2);
+    let (left, top) = (quadrant.is_multiple_of(2), quadrant < 2);
     let (x1a, x2a) = if left { ((xc - w).max(0), xc) } else { (xc, (xc + w).min(side)) };
     let (y1a, y2a) = if top { ((yc - h).max(0), yc) } else { (yc, (yc + h).min(side)) };
     let (x1b, x2b) = if left { (w - (x2a - x1a), w) } else { (0, w.min(x2a - x1a)) };

@@ -68,8 +68,17 @@ pub struct TrainConfig {
     pub augment: crate::augment::AugmentConfig,
     /// Gain of the distillation term on the teacher's soft scores (0: off).
     pub kd: f64,
+    /// Strength of a pull toward the starting weights (L2-SP: `anchor/2 · Σ (w − w₀)²` added to
+    /// the loss of each step, on weights and biases), against forgetting; 0: off.
+    #[serde(default)]
+    pub anchor: f64,
     /// Recompute the head's segments in backward instead of keeping their activations.
     pub checkpoint: bool,
+    /// Mixed precision on CUDA: autocast (fp16 where libtorch deems it safe) with a dynamic loss
+    /// scale (×2 every 2000 clean steps, ×0.5 and the step skipped on inf/NaN gradients).
+    /// Ignored on the CPU (the CLI says so and records false).
+    #[serde(default)]
+    pub amp: bool,
     /// Optimiser steps between checkpoints within an epoch (0: at epoch ends only).
     pub save_period: u64,
     /// Seed of the data order and the augmentation.
@@ -98,7 +107,9 @@ impl Default for TrainConfig {
             flip: 0.5,
             augment: crate::augment::AugmentConfig::default(),
             kd: 0.0,
+            anchor: 0.0,
             checkpoint: true,
+            amp: false,
             save_period: 10,
             seed: 0,
             imgsz: [640, 640],
@@ -152,7 +163,14 @@ pub struct EpochStats {
     pub optimizer_steps: u64,
     /// Seconds (over every process that worked on the epoch).
     pub seconds: f64,
+    /// Where the seconds of this process went: [`PHASES`].
+    pub phases: [f64; 5],
 }
+
+/// The phases of a pass timed in [`EpochStats::phases`]: data (read and augment images, or read
+/// cached features), trunk, head (the trainable part's forward and backward, recomputation
+/// included), loss, optimizer (clipping, the step, the EMA).
+pub const PHASES: [&str; 5] = ["data", "trunk", "head", "loss", "optimizer"];
 
 /// The state a run resumes from.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -173,6 +191,12 @@ pub struct Progress {
     pub bad: usize,
     /// Seconds spent on the epoch in progress.
     pub seconds: f64,
+    /// The loss scale of mixed precision (0: not started).
+    #[serde(default)]
+    pub loss_scale: f64,
+    /// Clean steps since the loss scale last changed.
+    #[serde(default)]
+    pub scale_steps: u64,
 }
 
 /// What happens when libtorch runs out of memory: the planner steps down (smaller batch, more
@@ -217,6 +241,8 @@ pub struct Trainer<'a> {
     checkpoint_path: Option<PathBuf>,
     cache: Option<FeatureCache>,
     trunk: Option<RefCell<Box<ExternalTrunk<'a>>>>,
+    phases: RefCell<[f64; 5]>,
+    start: HashMap<String, Tensor>,
 }
 
 /// A trunk run elsewhere (ONNX Runtime on the trunk cut out of the same file): images in, cut out.
@@ -262,6 +288,12 @@ impl<'a> Trainer<'a> {
             checkpoint_path: None,
             cache: None,
             trunk: None,
+            phases: RefCell::new([0.0; 5]),
+            start: student
+                .parameters()
+                .into_iter()
+                .map(|(n, p)| (n.to_string(), p.detach().copy()))
+                .collect(),
         })
     }
 
@@ -312,6 +344,7 @@ impl<'a> Trainer<'a> {
         progress: &dyn Fn(usize, usize, [f64; 4]),
     ) -> Result<EpochStats> {
         let started = std::time::Instant::now();
+        *self.phases.borrow_mut() = [0.0; 5];
         let seconds_before = self.progress.seconds;
         let epoch = self.progress.epochs_done;
         let cfg = self.config.clone();
@@ -365,7 +398,9 @@ impl<'a> Trainer<'a> {
             self.progress.counted += 1;
             since_step += 1;
             if since_step >= accumulate_now || pass + 1 == passes {
+                let stepping = std::time::Instant::now();
                 self.step(lr, momentum)?;
+                self.phases.borrow_mut()[4] += stepping.elapsed().as_secs_f64();
                 since_step = 0;
                 let period = cfg.save_period;
                 if period > 0 && self.progress.optimizer_steps.is_multiple_of(period) && pass + 1 < passes {
@@ -382,6 +417,8 @@ impl<'a> Trainer<'a> {
             epochs_done: p.epochs_done + 1,
             optimizer_steps: p.optimizer_steps,
             ema_updates: p.ema_updates,
+            loss_scale: p.loss_scale,
+            scale_steps: p.scale_steps,
             ..Progress::default()
         };
         let mean = p.sums.map(|s| s / p.counted.max(1) as f64);
@@ -393,6 +430,7 @@ impl<'a> Trainer<'a> {
             bad_steps: p.bad,
             optimizer_steps: p.optimizer_steps,
             seconds: seconds_before + started.elapsed().as_secs_f64(),
+            phases: *self.phases.borrow(),
         })
     }
 
@@ -409,38 +447,117 @@ impl<'a> Trainer<'a> {
             cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((epoch as u64 + 1) << 32) ^ pass as u64,
         );
         let device = self.student.executor().device();
+        let timer = |phase: usize, since: std::time::Instant| {
+            self.phases.borrow_mut()[phase] += since.elapsed().as_secs_f64();
+        };
+        let started = std::time::Instant::now();
         let (cut, targets, soft) = if let Some(cache) = &self.cache {
             // The same draws as `augmented_batch` without pixel augmentations: one flip per image.
             let flips: Vec<bool> = batch_records.iter().map(|_| rng.random::<f64>() < cfg.flip).collect();
             let (targets, soft) = targets_for(batch_records, &flips, cfg.imgsz, &self.soft);
-            (cache.cut(batch_records, &flips, device)?, targets, soft)
+            let cut = cache.cut(batch_records, &flips, device)?;
+            timer(0, started);
+            (cut, targets, soft)
         } else {
             let batch = augmented_batch(batch_records, all, cfg, &mut rng, &self.soft, device)?;
+            timer(0, started);
+            let started = std::time::Instant::now();
             let cut = match &self.trunk {
                 Some(trunk) => (trunk.borrow_mut())(&batch.images)?,
                 None => self.student.trunk(&batch.images)?,
             };
+            timer(1, started);
             (cut, batch.targets, batch.soft)
         };
+        let head_started = std::time::Instant::now();
+        let loss_seconds = std::cell::Cell::new(0.0);
+        let scale = self.loss_scale();
         let mut components = [0f64; 4];
         let distill = (cfg.kd > 0.0).then_some(Distill { weight: cfg.kd, soft: &soft });
         let loss_fn = |outputs: &[Tensor]| {
+            let started = std::time::Instant::now();
             let (boxes, scores) = head_tensors(outputs)?;
             let out = detection_loss_with(&self.loss, &boxes, &scores, &self.grids, &targets, distill)?;
             components = [out.components[0], out.components[1], out.components[2], out.kd];
-            Ok(out.total)
+            loss_seconds.set(started.elapsed().as_secs_f64());
+            Ok(if scale == 1.0 { out.total } else { out.total * scale })
         };
-        let value = if cfg.checkpoint {
-            self.student.backward_checkpointed(&cut, loss_fn)?
-        } else {
-            self.student.backward(&cut, loss_fn)?
+        let run = || {
+            if cfg.checkpoint {
+                self.student.backward_checkpointed(&cut, loss_fn)
+            } else {
+                self.student.backward(&cut, loss_fn)
+            }
         };
+        let value = if self.amp_active() { tch::autocast(true, run)? } else { run()? } / scale;
+        let mut phases = self.phases.borrow_mut();
+        phases[3] += loss_seconds.get();
+        phases[2] += head_started.elapsed().as_secs_f64() - loss_seconds.get();
         Ok((value, components))
+    }
+
+    /// Whether mixed precision runs: asked for, and the student is on a CUDA device.
+    fn amp_active(&self) -> bool {
+        self.config.amp && self.student.executor().device().is_cuda()
+    }
+
+    /// The factor the loss is multiplied by before backward (1 without mixed precision).
+    fn loss_scale(&self) -> f64 {
+        match self.progress.loss_scale {
+            s if self.amp_active() && s > 0.0 => s,
+            _ if self.amp_active() => 65536.0,
+            _ => 1.0,
+        }
+    }
+
+    /// Mixed precision: divides the gradients by the loss scale; false (and the scale halved) when
+    /// one is not finite, so that the step is skipped, as `torch.amp.GradScaler` does.
+    fn unscale(&mut self, parameters: &[(&str, &Tensor)]) -> Result<bool> {
+        let scale = self.loss_scale();
+        let _guard = tch::no_grad_guard();
+        let mut finite = true;
+        for (_, p) in parameters {
+            let mut g = p.grad();
+            if g.defined() {
+                let _unscaled = g.f_div_scalar_(scale)?;
+                finite &= g.f_isfinite()?.f_all()?.int64_value(&[]) == 1;
+            }
+        }
+        if finite {
+            self.progress.scale_steps += 1;
+            if self.progress.scale_steps >= 2000 {
+                self.progress.loss_scale = scale * 2.0;
+                self.progress.scale_steps = 0;
+            } else {
+                self.progress.loss_scale = scale;
+            }
+        } else {
+            self.progress.loss_scale = scale * 0.5;
+            self.progress.scale_steps = 0;
+        }
+        Ok(finite)
     }
 
     /// Clips, steps the optimiser, clears the gradients, updates the average.
     fn step(&mut self, lr: f64, momentum: f64) -> Result<()> {
         let parameters = self.student.parameters();
+        if self.amp_active() && !self.unscale(&parameters)? {
+            tracing::debug!(
+                "mixed precision: inf/NaN gradients, step skipped, loss scale now {}",
+                self.progress.loss_scale
+            );
+            self.student.zero_grad();
+            return Ok(());
+        }
+        if self.config.anchor > 0.0 {
+            let _guard = tch::no_grad_guard();
+            for (name, p) in &parameters {
+                let (mut g, Some(start)) = (p.grad(), self.start.get(*name)) else { continue };
+                if g.defined() {
+                    let _pulled = g.f_add_(&p.f_sub(start)?.f_mul_scalar(self.config.anchor)?)?;
+                }
+            }
+        }
         if self.config.max_grad_norm > 0.0 {
             clip_grad_norm(&parameters, self.config.max_grad_norm)?;
         }

@@ -49,6 +49,10 @@ pub struct Args {
     /// `headroom label` beside its labels) and the student's, on the anchors assigned to objects.
     #[arg(long, default_value_t = 0.0, value_name = "WEIGHT")]
     pub kd: f64,
+    /// Pull toward the starting weights against forgetting (L2-SP: adds anchor·(w − w₀) to each
+    /// step's gradient; 0: off). --replay is the measured remedy (docs/TRAIN.md).
+    #[arg(long, default_value_t = 0.0)]
+    pub anchor: f64,
     /// Probability of a left-right flip per image.
     #[arg(long, default_value_t = 0.5)]
     pub flip: f64,
@@ -83,6 +87,10 @@ pub struct Args {
     /// with augmentations that change the trunk's input (--mosaic, --scale, --translate, --hsv).
     #[arg(long)]
     pub cache_features: bool,
+    /// Mixed precision on CUDA (fp16 autocast with a dynamic loss scale). On the CPU it is ignored
+    /// with a warning: the run trains in fp32.
+    #[arg(long)]
+    pub amp: bool,
     /// Checkpoint every N optimiser steps within an epoch (0: at epoch ends only).
     #[arg(long, default_value_t = 10)]
     pub save_period: u64,
@@ -125,6 +133,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         args.replay_fraction
     );
     anyhow::ensure!((0.0..=100.0).contains(&args.kd), "--kd {} is not in [0, 100]", args.kd);
+    anyhow::ensure!((0.0..=1e6).contains(&args.anchor), "--anchor {} is not in [0, 1e6]", args.anchor);
     anyhow::ensure!(args.max_grad_norm >= 0.0, "--max-grad-norm {} is negative", args.max_grad_norm);
     anyhow::ensure!((0.0..=1.0).contains(&args.mosaic), "--mosaic {} is not in [0, 1]", args.mosaic);
     anyhow::ensure!(
@@ -320,7 +329,9 @@ fn settings(
             mosaic: args.mosaic,
         },
         kd: args.kd,
+        anchor: args.anchor,
         checkpoint: !args.no_checkpoint,
+        amp: args.amp && args.device != "cpu",
         save_period: args.save_period,
         seed: args.seed,
         imgsz,
@@ -350,6 +361,11 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
         headroom_train::tch::set_num_threads(args.threads as i32);
     }
     let device = device(&args.device)?;
+    if args.amp && !device.is_cuda() {
+        tracing::warn!(
+            "--amp: mixed precision is for CUDA; on the CPU this run trains in fp32 (config.toml records amp = false)"
+        );
+    }
     let model = headroom_onnx::Model::load(&args.model)?;
     let student = headroom_train::Student::new(&model, trainable, device)
         .with_context(|| format!("preparing {} for training ({trainable})", args.model.display()))?;
@@ -451,6 +467,12 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     for epoch in trainer.progress().epochs_done..config.epochs {
         let images = with_replay(&inputs.train, &replay, run.replay_fraction, config.seed, epoch);
         let stats = train_epoch(&mut trainer, &images, epoch, config.epochs)?;
+        let phases: Vec<String> = headroom_train::fit::PHASES
+            .iter()
+            .zip(stats.phases)
+            .map(|(name, seconds)| format!("{name} {seconds:.2} s"))
+            .collect();
+        tracing::info!("epoch {} time: {}", epoch + 1, phases.join("; "));
         let weights = trainer.ema_weights()?;
         let meta = vec![
             (headroom_onnx::patch::KEY_BASE_SHA256.to_string(), base_sha.clone()),

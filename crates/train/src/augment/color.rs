@@ -1,12 +1,16 @@
 //! Ultralytics' `RandomHSV` on 8-bit RGB through OpenCV's 8-bit HSV (hue 0..180).
 //!
-//! `cv2.cvtColor(…, COLOR_BGR2HSV)` is integer arithmetic with rounded reciprocal tables;
-//! `COLOR_HSV2BGR` is `f32` arithmetic whose vectorised path fuses `1 - s·f` into one FMA. Both
-//! are reproduced here bit for bit: every one of the 2²⁴ inputs of each direction equals
-//! opencv-python 5.0.0's output (the tests hold checksums of the whole cubes).
+//! `cv2.cvtColor(…, COLOR_BGR2HSV)` is integer arithmetic with rounded reciprocal tables.
+//! `COLOR_HSV2BGR` is `f32` arithmetic with `1 - s·f` fused into one FMA; OpenCV's vector loop
+//! (x86-64 AVX2: blocks of [`VECTOR_BLOCK`] pixels from the start of each row) *truncates* the
+//! result `·255`, its scalar loop (the rest of the row) rounds it. Both are reproduced bit for bit:
+//! all 2²⁴ inputs of each direction equal opencv-python 5.0.0's output (the tests hold checksums).
 
 use image::RgbImage;
 use rand::{Rng, RngExt};
+
+/// Pixels per iteration of OpenCV's `HSV2RGB_b` vector loop with 256-bit registers (4 · 8 lanes).
+const VECTOR_BLOCK: u32 = 32;
 
 /// Fixed-point shift of OpenCV's `RGB2HSV_b` tables.
 const HSV_SHIFT: u32 = 12;
@@ -27,25 +31,23 @@ pub fn hsv<R: Rng + ?Sized>(image: &mut RgbImage, h: f32, s: f32, v: f32, rng: &
 pub(crate) fn apply_gains(image: &mut RgbImage, r: [f64; 3]) {
     let luts = lookup_tables(r);
     let tables = RgbToHsvTables::new();
-    for pixel in image.pixels_mut() {
+    let vector_end = image.width() / VECTOR_BLOCK * VECTOR_BLOCK;
+    for (x, _, pixel) in image.enumerate_pixels_mut() {
         let [h, s, v] = tables.convert(pixel.0);
-        pixel.0 = hsv_to_rgb([luts[0][h as usize], luts[1][s as usize], luts[2][v as usize]]);
+        let shifted = [luts[0][h as usize], luts[1][s as usize], luts[2][v as usize]];
+        pixel.0 = hsv_to_rgb(shifted, x < vector_end);
     }
 }
 
 /// Ultralytics' three tables: `(x + r₀·180) % 180`, `clip(x·(1 + r₁), 0, 255)`,
 /// `clip(x·(1 + r₂), 0, 255)`, each cast to `u8` by truncation (in `f64`, as NumPy does).
 fn lookup_tables(r: [f64; 3]) -> [[u8; 256]; 3] {
-    let mut luts = [[0u8; 256]; 3];
-    for x in 0..256 {
-        let xf = x as f64;
-        // Python's float `%` is Euclidean for a positive divisor; a tiny negative sum can round
-        // up to 180.0, which the cast keeps (OpenCV wraps hue 180 to 0 when converting back).
-        luts[0][x] = (xf + r[0] * 180.0).rem_euclid(180.0) as u8;
-        luts[1][x] = (xf * (r[1] + 1.0)).clamp(0.0, 255.0) as u8;
-        luts[2][x] = (xf * (r[2] + 1.0)).clamp(0.0, 255.0) as u8;
-    }
-    luts
+    let gain =
+        |g: f64| -> [u8; 256] { std::array::from_fn(|x| (x as f64 * (g + 1.0)).clamp(0.0, 255.0) as u8) };
+    // Python's float `%` is Euclidean for a positive divisor; a tiny negative sum can round up to
+    // 180.0, which the cast keeps (OpenCV wraps hue 180 to 0 when converting back).
+    let hue = std::array::from_fn(|x| (x as f64 + r[0] * 180.0).rem_euclid(180.0) as u8);
+    [hue, gain(r[1]), gain(r[2])]
 }
 
 /// OpenCV's reciprocal tables of `RGB2HSV_b` for hue range 180.
@@ -90,10 +92,10 @@ impl RgbToHsvTables {
     }
 }
 
-/// `cv2.cvtColor(hsv, COLOR_HSV2RGB)` for one 8-bit pixel (hue 0..180; larger hues wrap), as
-/// OpenCV's vectorised `HSV2RGB_b` computes it: `f32` throughout, `1 - s·f` and `1 - s·(1-f)`
-/// each one fused multiply-add, the result `·255` rounded half to even.
-pub(crate) fn hsv_to_rgb([h, s, v]: [u8; 3]) -> [u8; 3] {
+/// `cv2.cvtColor(hsv, COLOR_HSV2RGB)` for one 8-bit pixel (hue 0..180; larger hues wrap): `f32`
+/// throughout, `1 - s·f` and `1 - s·(1-f)` each one fused multiply-add, the result `·255`
+/// truncated when OpenCV's `vector` loop converts the pixel, rounded half to even otherwise.
+pub(crate) fn hsv_to_rgb([h, s, v]: [u8; 3], vector: bool) -> [u8; 3] {
     let hue = f32::from(h) * (6.0f32 / 180.0);
     let s = f32::from(s) * (1.0f32 / 255.0);
     let v = f32::from(v) * (1.0f32 / 255.0);
@@ -103,5 +105,6 @@ pub(crate) fn hsv_to_rgb([h, s, v]: [u8; 3]) -> [u8; 3] {
     let tab = [v, v * (1.0 - s), v * (-s).mul_add(f, 1.0), v * (-s).mul_add(1.0 - f, 1.0)];
     // Indices into `tab` of (r, g, b) per sector (OpenCV's table lists b, g, r).
     const SECTORS: [[usize; 3]; 6] = [[0, 3, 1], [2, 0, 1], [1, 0, 3], [1, 2, 0], [3, 1, 0], [0, 1, 2]];
-    SECTORS[sector.min(5)].map(|i| (tab[i] * 255.0).round_ties_even().clamp(0.0, 255.0) as u8)
+    let to_byte = |c: f32| (if vector { c.trunc() } else { c.round_ties_even() }).clamp(0.0, 255.0) as u8;
+    SECTORS[sector.min(5)].map(|i| to_byte(tab[i] * 255.0))
 }

@@ -1,7 +1,8 @@
 //! Tests of the augmentations. The parity checksums were made with opencv-python 5.0.0 and
 //! Ultralytics 8.4.190 (`source .deps/ultralytics.env`) by running, on the same inputs:
 //! `cv2.cvtColor(cube, COLOR_RGB2HSV)` / `COLOR_HSV2RGB` on the 4096² image of all 2²⁴ byte
-//! triples (`[i >> 16, (i >> 8) & 255, i & 255]`, `i` row-major); `RandomHSV.apply_image`'s body
+//! triples (`[i >> 16, (i >> 8) & 255, i & 255]`, `i` row-major; also 16777 rows of 1000 for
+//! `HSV2RGB`, whose row ends take OpenCV's scalar path); `RandomHSV.apply_image`'s body
 //! with the gains `r` fixed; and `cv2.warpAffine(img, M[:2], dsize, borderValue=114)` with `M`
 //! from `RandomPerspective._compute_affine_matrix`'s product for the `s, tx, ty` given. The
 //! checksum is `Σ byteᵢ · ((i · 0x9E3779B97F4A7C15) | 1)` over the RGB bytes, wrapping in `u64`.
@@ -30,9 +31,10 @@ fn pattern() -> RgbImage {
     })
 }
 
-fn cube() -> RgbImage {
-    RgbImage::from_fn(4096, 4096, |x, y| {
-        let i = y * 4096 + x;
+/// The first `width · height` of all 2²⁴ byte triples, row-major.
+fn cube(width: u32, height: u32) -> RgbImage {
+    RgbImage::from_fn(width, height, |x, y| {
+        let i = y * width + x;
         Rgb([(i >> 16) as u8, (i >> 8) as u8, i as u8])
     })
 }
@@ -42,7 +44,10 @@ fn object(class: usize, x1: f32, y1: f32, x2: f32, y2: f32) -> ObjectBox {
 }
 
 fn photo_sample() -> Sample {
-    Sample { image: photo(), boxes: vec![object(0, 10.0, 20.0, 60.0, 110.0), object(3, 90.0, 5.0, 150.0, 50.0)] }
+    Sample {
+        image: photo(),
+        boxes: vec![object(0, 10.0, 20.0, 60.0, 110.0), object(3, 90.0, 5.0, 150.0, 50.0)],
+    }
 }
 
 fn assert_boxes_inside(sample: &Sample) {
@@ -56,15 +61,19 @@ fn assert_boxes_inside(sample: &Sample) {
 #[test]
 fn rgb_to_hsv_equals_opencv_on_every_colour() {
     let tables = RgbToHsvTables::new();
-    let mut image = cube();
+    let mut image = cube(4096, 4096);
     image.pixels_mut().for_each(|p| p.0 = tables.convert(p.0));
     assert_eq!(checksum(&image), 0xf1fa_bff3_6e67_2669);
 }
 
 #[test]
 fn hsv_to_rgb_equals_opencv_on_every_colour() {
-    let mut image = cube();
-    image.pixels_mut().for_each(|p| p.0 = hsv_to_rgb(p.0));
+    // Rows of 1000: OpenCV's vector loop converts the first 992 pixels, its scalar loop the rest.
+    let mut image = cube(1000, 16777);
+    image.enumerate_pixels_mut().for_each(|(x, _, p)| p.0 = hsv_to_rgb(p.0, x < 992));
+    assert_eq!(checksum(&image), 0xab99_daf8_16ff_a0fd);
+    let mut image = cube(4096, 4096);
+    image.pixels_mut().for_each(|p| p.0 = hsv_to_rgb(p.0, true));
     assert_eq!(checksum(&image), 0x8467_0080_f844_c5e8);
 }
 
@@ -72,7 +81,9 @@ fn hsv_to_rgb_equals_opencv_on_every_colour() {
 fn hsv_with_fixed_gains_equals_ultralytics_on_a_photo() {
     let original = photo();
     assert_eq!(checksum(&original), 0x787f_071d_10d3_ecc6, "fixture changed");
-    for (r, expected) in [([0.3, -0.4, 0.25], 0x680d_cf5f_2685_7ce9), ([-0.0123, 0.61, -0.37], 0x296b_a660_d932_d447)] {
+    for (r, expected) in
+        [([0.3, -0.4, 0.25], 0x680d_cf5f_2685_7ce9), ([-0.0123, 0.61, -0.37], 0x296b_a660_d932_d447)]
+    {
         let mut image = original.clone();
         apply_gains(&mut image, r);
         assert_eq!(checksum(&image), expected, "gains {r:?}");
@@ -138,23 +149,22 @@ fn a_box_moved_out_of_the_image_is_dropped() {
     assert_eq!(out.boxes.len(), 1);
     assert_eq!(out.boxes[0].class, 3);
     assert_eq!(out.boxes[0].bbox, Xyxy::new(0.0, 5.0, 49.5, 50.0));
-    // Mostly outside: under 10 % of the area left.
-    let out = scale_translate(&sample, 161, 121, 1.0, -45.0, 60.5);
+    // Centre to x = -66: the right box at -56.5..3.5 keeps 6 % of its area, under the 10 % needed.
+    let out = scale_translate(&sample, 161, 121, 1.0, -66.0, 60.5);
     assert!(out.boxes.is_empty(), "{:?}", out.boxes);
 }
 
 #[test]
 fn scale_changes_box_sizes_by_the_factor() {
-    let sample = photo_sample();
-    for s in [0.5f32, 1.5] {
-        let out = scale_translate(&sample, 161, 121, s, 80.5, 60.5);
-        let before = sample.boxes[0].bbox;
-        let after = out.boxes[0].bbox;
-        assert!((after.width() - before.width() * s).abs() < 1e-3, "{s}: {after:?}");
-        assert!((after.height() - before.height() * s).abs() < 1e-3, "{s}: {after:?}");
-    }
-    // Drawn scales stay in [1 - scale, 1 + scale] (a box well inside: no clipping).
+    // A box well inside the image, so no scale here clips it.
     let inner = Sample { image: photo(), boxes: vec![object(1, 70.0, 50.0, 90.0, 70.0)] };
+    for s in [0.5f32, 1.5] {
+        let after = scale_translate(&inner, 161, 121, s, 80.5, 60.5).boxes[0].bbox;
+        let expected = Xyxy::new(80.5 - 10.5 * s, 60.5 - 10.5 * s, 80.5 + 9.5 * s, 60.5 + 9.5 * s);
+        for (a, e) in after.to_xywh().iter().zip(expected.to_xywh()) {
+            assert!((a - e).abs() < 1e-3, "{s}: {after:?}");
+        }
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     for _ in 0..50 {
         let out = affine(&inner, 161, 121, 0.0, 0.5, &mut rng);
@@ -216,8 +226,10 @@ fn the_same_seed_gives_the_same_sample() {
     let first = photo_sample();
     let run = |seed: u64| {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        augment(&config, &first, 160, &mut rng, |_| Ok::<_, ()>([first.clone(), first.clone(), first.clone()]))
-            .expect("no error")
+        augment(&config, &first, 160, &mut rng, |_| {
+            Ok::<_, ()>([first.clone(), first.clone(), first.clone()])
+        })
+        .expect("no error")
     };
     assert_eq!(run(42), run(42));
     assert_ne!(run(42).image, run(43).image);
@@ -235,8 +247,10 @@ fn a_real_photo_goes_through_every_step() {
     assert_boxes_inside(&moved);
     let config = AugmentConfig { mosaic: 0.5, ..AugmentConfig::ultralytics() };
     for _ in 0..6 {
-        let out = augment(&config, &sample, 160, &mut rng, |_| Ok::<_, ()>([sample.clone(), moved.clone(), coloured.clone()]))
-            .expect("no error");
+        let out = augment(&config, &sample, 160, &mut rng, |_| {
+            Ok::<_, ()>([sample.clone(), moved.clone(), coloured.clone()])
+        })
+        .expect("no error");
         assert_eq!(out.image.dimensions(), (160, 160));
         assert!(out.boxes.len() <= 8);
         assert_boxes_inside(&out);

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Training speed, headroom against Ultralytics: seconds per epoch, same model, images and threads.
+
+Why: the train issue's speed goal — an epoch on cached trunk features at most 0.25x the time of
+Ultralytics `freeze=10 batch=2` at 640 on the same images — measured side by side in one run, with
+headroom also timed without the cache (trunk on ONNX Runtime, and on libtorch) and where its time goes.
+
+What it does (never in CI; the Ultralytics environment of scripts/ultralytics-env.sh), in the work
+folder of scripts/bench/train_memory.py (it makes the data and the 640 student when missing):
+  - Ultralytics: YOLO(yaml).train(freeze=10, batch=2, epochs=3, workers=0, amp=False, val=False,
+    plots=False, device=cpu); its results.csv `time` column is cumulative, so an epoch's time is
+    the difference between epochs 1 and 2 (the last epoch also validates).
+  - headroom `train --train head --batch 2 --epochs 3` with `--cache-features`, `--trunk ort`
+    and `--trunk torch`: metrics.csv `seconds` (training only; validation and writing ONNX are
+    outside it), epochs 2 and 3 averaged; the cache is built before epoch 1 (its time is reported
+    from the wall clock). The per-phase split comes from the log line `epoch N time: ...`.
+Prints one JSON report with the load average before and after.
+
+Usage: source .deps/ultralytics.env && source .deps/env.sh &&
+  python scripts/bench/train_speed.py --headroom target/debug/headroom --work /tmp/trmem [--only headroom]
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from train_memory import child_peak  # noqa: E402
+
+ULTRALYTICS_TRAIN = """
+import sys, torch
+torch.set_num_threads(int(sys.argv[3]))
+from ultralytics import YOLO
+YOLO(sys.argv[1]).train(data=sys.argv[2], imgsz=int(sys.argv[4]), batch=2, epochs=3, freeze=10, workers=0,
+    amp=False, plots=False, val=False, cache=False, device="cpu", project=sys.argv[5], name="speed", exist_ok=True,
+    verbose=False)
+"""
+
+
+def headroom_run(args, work, name, extra):
+    run = work / "runs" / f"{name}-{int(time.time())}"
+    cmd = [args.headroom, "train", "--model", str(work / f"yolov8n-nc3-{args.imgsz}.onnx"), "--data",
+           str(work / "data" / "data.yaml"), "--train", "head", "--batch", "2", "--epochs", "3", "--threads",
+           str(args.threads), "--project", str(run.parent), "--name", run.name] + extra
+    started = time.time()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.time() - started
+    if out.returncode != 0:
+        sys.exit(f"headroom failed:\n{out.stderr[-3000:]}")
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    seconds = [float(r["seconds"]) for r in rows]
+    phases = {}
+    for line in out.stderr.splitlines():
+        m = re.search(r"epoch (\d) time: (.*)", line)
+        if m and m.group(1) in ("2", "3"):
+            for part in m.group(2).split("; "):
+                label, value = part.split(" ")[0], float(part.split(" ")[1])
+                phases[label] = round(phases.get(label, 0.0) + value / 2, 2)
+    return {"extra": " ".join(extra), "epoch_seconds": [round(s, 2) for s in seconds],
+            "per_epoch": round(sum(seconds[1:]) / 2, 2), "wall": round(wall, 1),
+            "outside_epochs": round(wall - sum(seconds), 1), "phases": phases,
+            "peak_mb": float(rows[-1]["peak_rss_mb"])}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--headroom", required=True)
+    p.add_argument("--work", required=True, help="the work folder of train_memory.py")
+    p.add_argument("--imgsz", type=int, default=640)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--only", choices=["ultralytics", "headroom"])
+    args = p.parse_args()
+    work = Path(args.work)
+    if not (work / f"yolov8n-nc3-{args.imgsz}.onnx").exists():
+        subprocess.run([sys.executable, str(Path(__file__).parent / "train_memory.py"), "--headroom", args.headroom,
+                        "--work", str(work), "--imgsz", str(args.imgsz), "--only", "headroom"], check=True)
+    report = {"imgsz": args.imgsz, "threads": args.threads, "load_before": [round(x, 2) for x in os.getloadavg()]}
+    if args.only in (None, "headroom"):
+        report["headroom"] = [headroom_run(args, work, n, e) for n, e in
+                              [("cache", ["--cache-features"]), ("ort", ["--trunk", "ort"]),
+                               ("torch", ["--trunk", "torch"])]]
+    if args.only in (None, "ultralytics"):
+        cmd = [sys.executable, "-c", ULTRALYTICS_TRAIN, str(work / "yolov8n-nc3.yaml"), str(work / "data" / "data.yaml"),
+               str(args.threads), str(args.imgsz), str(work / "runs")]
+        wall, peak = child_peak(cmd)
+        rows = list(csv.DictReader(open(work / "runs" / "speed" / "results.csv")))
+        times = [float(r["time"]) for r in rows]
+        report["ultralytics"] = {"cumulative": times, "per_epoch": round(times[1] - times[0], 2),
+                                 "wall": round(wall, 1), "peak_mb": round(peak, 1)}
+    if "headroom" in report and "ultralytics" in report:
+        u = report["ultralytics"]["per_epoch"]
+        report["ratios"] = {h["extra"]: round(h["per_epoch"] / u, 3) for h in report["headroom"]}
+    report["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
