@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The README's main command: the main job on the shipped defaults.
+# The README's main command: the main job on the shipped defaults — the field retraining loop.
 #   1. installs the native dependencies (scripts/setup.sh) and builds headroom
-#   2. generates a synthetic shapes dataset (preset `base`) and a domain-shifted one (`field`)
-#   3. evaluates the shipped demo model (models/demo/yolov8n-shapes-160.onnx) on both
-# The gap between the two is what on-device retraining recovers (later: label → train → export).
-# Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build.
+#   2. generates synthetic data: the scenes the demo model knows (`base`) and shifted ones (`field`)
+#   3. evaluates the shipped student (models/demo/yolov8n-shapes-160.onnx) and the field-aware teacher
+#      (models/demo/teacher-shapes-160.onnx) on both
+#   4. headroom label: the teacher pseudo-labels the field training images (boxes + soft scores)
+#   5. headroom train: the student's head, batch 2, checkpointed, on the pseudo-labels, distilling
+#      the teacher's soft scores and replaying base images against forgetting
+#   6. evaluates the retrained student (best.onnx) on both and prints the before/after table
+# Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build; HEADROOM_DEMO_EPOCHS (10).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,8 +17,11 @@ fail() { echo "demo.sh: FAILED: $*" >&2; exit 1; }
 stage() { headroom_step "$*"; printf '\n== %s\n' "$*" >&2; }
 
 model=models/demo/yolov8n-shapes-160.onnx
+teacher=models/demo/teacher-shapes-160.onnx
 out=${HEADROOM_DEMO_OUT:-demo-out}
+epochs=${HEADROOM_DEMO_EPOCHS:-10}
 [ -f "$model" ] || fail "$model is missing from the checkout"
+[ -f "$teacher" ] || fail "$teacher is missing from the checkout (scripts/fixtures/train_demo_teacher.py makes it)"
 
 stage "native dependencies (scripts/setup.sh)"
 scripts/setup.sh || fail "scripts/setup.sh (see its message above)"
@@ -28,29 +35,60 @@ bin="${CARGO_TARGET_DIR:-$root/target}/debug/headroom"
 stage "headroom doctor"
 "$bin" doctor --model "$model" || fail "headroom doctor: a native library does not work"
 
-for preset in base field; do
-  stage "headroom synth --preset $preset"
-  "$bin" synth --preset "$preset" --seed 7 --train 1 --val 64 --out "$out/$preset" || fail "headroom synth"
-done
-for preset in base field; do
-  stage "headroom eval on $preset"
-  "$bin" eval --model "$model" --data "$out/$preset/data.yaml" --json-out "$out/eval-$preset.json" \
-    || fail "headroom eval on $preset"
+# The same seeds as docs/BENCHMARKS.md: base train 1 (what the student learnt), base val 2, field
+# train 11 (what the teacher labels), field val 12; the teacher was trained on seeds 21/22.
+stage "headroom synth: base and field scenes"
+"$bin" -q synth --preset base --seed 1 --train 64 --val 1 --out "$out/base-train" || fail "headroom synth"
+"$bin" -q synth --preset base --seed 2 --train 1 --val 48 --out "$out/base" || fail "headroom synth"
+"$bin" -q synth --preset field --seed 11 --train 64 --val 1 --out "$out/field-train" || fail "headroom synth"
+"$bin" -q synth --preset field --seed 12 --train 1 --val 48 --out "$out/field" || fail "headroom synth"
+
+stage "headroom eval: the student and the teacher on base and field (before)"
+for who in student teacher; do
+  m=$model; [ "$who" = teacher ] && m=$teacher
+  for preset in base field; do
+    "$bin" -q eval --model "$m" --data "$out/$preset/data.yaml" --json-out "$out/eval-$who-$preset.json" \
+      || fail "headroom eval of the $who on $preset"
+  done
 done
 
-stage "headroom label: the demo model as teacher pseudo-labels the field images"
-"$bin" label --teacher "$model" --images "$out/field/images/val" --out "$out/field-labelled" \
+stage "headroom label: the teacher pseudo-labels the field training images"
+rm -rf "$out/field-labelled"
+"$bin" label --teacher "$teacher" --images "$out/field-train/images/train" --out "$out/field-labelled" \
   || fail "headroom label"
+# Train on the pseudo-labels, validate on the field val split.
+cat > "$out/field-retrain.yaml" <<YAML
+path: $(cd "$out" && pwd)
+train: field-labelled/images
+val: field/images/val
+nc: 3
+names: [circle, square, triangle]
+YAML
 
-stage "headroom inspect --check: can headroom train this model? (ONNX Runtime vs the libtorch executor)"
-"$bin" inspect "$model" --check | tail -n 3 || fail "headroom inspect --check"
+stage "headroom train: the student's head on the pseudo-labels (batch 2, checkpointed, --kd 1, --replay base)"
+rm -rf "$out/runs/field"
+"$bin" train --model "$model" --data "$out/field-retrain.yaml" --replay "$out/base-train/data.yaml" \
+  --kd 1 --epochs "$epochs" --batch 2 --project "$out/runs" --name field || fail "headroom train"
+
+stage "headroom eval: the retrained student on base and field (after)"
+for preset in base field; do
+  "$bin" -q eval --model "$out/runs/field/best.onnx" --data "$out/$preset/data.yaml" \
+    --json-out "$out/eval-retrained-$preset.json" || fail "headroom eval of the retrained student on $preset"
+done
+
+stage "headroom inspect --check: the retrained file runs the same in ONNX Runtime and headroom's executor"
+"$bin" inspect "$out/runs/field/best.onnx" --check | tail -n 3 || fail "headroom inspect --check"
 
 stage "summary"
-python3 - "$out" <<'PY' 2>/dev/null || cat "$out"/eval-*.json
+python3 - "$out" <<'PY' || cat "$out"/eval-*.json
 import json, sys
-base, field = (json.load(open(f"{sys.argv[1]}/eval-{p}.json"))["metrics"] for p in ("base", "field"))
-print(f"mAP50-95 on base (the model's own domain): {base['map50_95']:.3f}")
-print(f"mAP50-95 on field (domain shift):          {field['map50_95']:.3f}")
-print("Retraining on the device closes this gap: `headroom train` fine-tunes the head (docs/TRAIN.md);")
-print("the demo's label -> train loop waits for a teacher that knows the field scenes; export comes next.")
+out = sys.argv[1]
+m = lambda who, p: json.load(open(f"{out}/eval-{who}-{p}.json"))["metrics"]["map50_95"]
+print(f"{'mAP50-95':<34}{'base (old scenes)':>18}{'field (new scenes)':>20}")
+for who, label in (("student", "student before"), ("retrained", "student after retraining"), ("teacher", "teacher (labelled the field)")):
+    print(f"{label:<34}{m(who, 'base'):>18.3f}{m(who, 'field'):>20.3f}")
+gap = m("teacher", "field") - m("student", "field")
+gain = m("retrained", "field") - m("student", "field")
+print(f"field gap recovered: {gain:+.3f} of {gap:.3f} ({100 * gain / gap:.0f} %); base change {m('retrained', 'base') - m('student', 'base'):+.3f}")
+print(f"run folder: {out}/runs/field (best.onnx, metrics.csv, plots); export to FP16/INT8 comes next")
 PY

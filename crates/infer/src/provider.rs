@@ -54,6 +54,11 @@ pub struct SessionOptions {
     pub providers: Vec<ExecutionProvider>,
     /// Intra-op threads of the CPU provider (0: ONNX Runtime decides).
     pub intra_threads: usize,
+    /// Let those threads spin-wait for work between runs (ONNX Runtime's default; faster for a
+    /// session that runs back to back, but it burns the cores that libtorch needs when a session
+    /// runs between libtorch's work, as the frozen trunk does in training).
+    #[serde(default = "spinning_default")]
+    pub spinning: bool,
     /// Skip a provider that fails to register (with a warning) instead of failing.
     pub fallback: bool,
     /// GPU for the CUDA and TensorRT providers.
@@ -62,11 +67,16 @@ pub struct SessionOptions {
     pub tensorrt: TensorrtOptions,
 }
 
+fn spinning_default() -> bool {
+    true
+}
+
 impl Default for SessionOptions {
     fn default() -> Self {
         Self {
             providers: vec![ExecutionProvider::Cpu],
             intra_threads: 0,
+            spinning: true,
             fallback: false,
             device_id: 0,
             tensorrt: TensorrtOptions::default(),

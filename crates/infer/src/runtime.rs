@@ -69,6 +69,9 @@ fn open(
     if options.intra_threads > 0 {
         builder = builder.with_intra_threads(options.intra_threads).map_err(|e| session_err(&e))?;
     }
+    if !options.spinning {
+        builder = builder.with_intra_op_spinning(false).map_err(|e| session_err(&e))?;
+    }
     let mut registered = Vec::new();
     for &provider in &options.providers {
         match register(&mut builder, provider, options) {

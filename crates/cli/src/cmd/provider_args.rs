@@ -76,6 +76,7 @@ impl ProviderArgs {
         SessionOptions {
             providers,
             intra_threads: self.threads,
+            spinning: true,
             fallback: self.ep_fallback,
             device_id: self.device_id,
             tensorrt: TensorrtOptions {

@@ -715,7 +715,11 @@ fn evaluate(
     images: &[headroom_core::dataset::ImageRecord],
     threads: usize,
 ) -> anyhow::Result<headroom_core::metrics::Metrics> {
-    let options = headroom_infer::provider::SessionOptions { intra_threads: threads, ..Default::default() };
+    let options = headroom_infer::provider::SessionOptions {
+        intra_threads: threads,
+        spinning: false,
+        ..Default::default()
+    };
     let mut detector = headroom_infer::detector::Detector::open(model, &options)?;
     let report = headroom_infer::eval::evaluate(
         &mut detector,

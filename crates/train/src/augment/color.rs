@@ -99,12 +99,22 @@ pub(crate) fn hsv_to_rgb([h, s, v]: [u8; 3], vector: bool) -> [u8; 3] {
     let hue = f32::from(h) * (6.0f32 / 180.0);
     let s = f32::from(s) * (1.0f32 / 255.0);
     let v = f32::from(v) * (1.0f32 / 255.0);
-    let whole = hue.trunc();
+    // Casts truncate exactly like `trunc` for these small non-negative values, without the libm
+    // call `trunc` costs on baseline x86-64.
+    let whole = (hue as u32) as f32;
     let f = hue - whole;
-    let sector = (whole - (whole * (1.0f32 / 6.0)).trunc() * 6.0) as usize;
+    let sector = (whole - ((whole * (1.0f32 / 6.0)) as u32) as f32 * 6.0) as usize;
     let tab = [v, v * (1.0 - s), v * (-s).mul_add(f, 1.0), v * (-s).mul_add(1.0 - f, 1.0)];
     // Indices into `tab` of (r, g, b) per sector (OpenCV's table lists b, g, r).
     const SECTORS: [[usize; 3]; 6] = [[0, 3, 1], [2, 0, 1], [1, 0, 3], [1, 2, 0], [3, 1, 0], [0, 1, 2]];
-    let to_byte = |c: f32| (if vector { c.trunc() } else { c.round_ties_even() }).clamp(0.0, 255.0) as u8;
+    // `as u8` truncates and saturates, as `v_trunc` and `v_pack_u` do.
+    let to_byte = |c: f32| if vector { c as u8 } else { round_half_even(c).clamp(0.0, 255.0) as u8 };
     SECTORS[sector.min(5)].map(|i| to_byte(tab[i] * 255.0))
+}
+
+/// `v` rounded to the nearest integer, ties to even (`cvRound`), for `|v| < 2²²`: adding
+/// 1.5·2²³ puts the units digit at the last bit, where IEEE rounding does the work.
+pub(crate) fn round_half_even(v: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (v + MAGIC) - MAGIC
 }

@@ -7,6 +7,8 @@
 
 use image::RgbImage;
 
+use super::color::round_half_even;
+
 /// Pixels per iteration of OpenCV's vector loop with 256-bit registers (`2 · 8` lanes of `f32`).
 const LANES: u32 = 16;
 
@@ -47,18 +49,28 @@ pub(crate) fn warp_affine(image: &RgbImage, m: &Affine, width: u32, height: u32,
     out
 }
 
+/// `⌊v⌋` for `v` within `±2³¹` (beyond, any value outside the image does), without libm.
+fn floor(v: f32) -> i64 {
+    let t = v.clamp(-2.0e9, 2.0e9) as i64;
+    if (t as f32) > v { t - 1 } else { t }
+}
+
 /// The bilinear value at `(sx, sy)`; taps outside the image read `fill`.
 fn sample(image: &RgbImage, sx: f32, sy: f32, fused: bool, fill: u8) -> [u8; 3] {
-    let (ix, iy) = (sx.floor() as i64, sy.floor() as i64);
+    let (ix, iy) = (floor(sx), floor(sy));
     let (ax, ay) = (sx - ix as f32, sy - iy as f32);
     let (w, h) = (i64::from(image.width()), i64::from(image.height()));
     if ix + 1 < 0 || ix >= w || iy + 1 < 0 || iy >= h {
         return [fill; 3];
     }
+    let raw = image.as_raw();
+    let stride = w as usize * 3;
+    let interior = ix >= 0 && iy >= 0 && ix + 1 < w && iy + 1 < h;
     let tap = |dx: i64, dy: i64| -> [f32; 3] {
         let (x, y) = (ix + dx, iy + dy);
-        if (0..w).contains(&x) && (0..h).contains(&y) {
-            image.get_pixel(x as u32, y as u32).0.map(f32::from)
+        if interior || ((0..w).contains(&x) && (0..h).contains(&y)) {
+            let at = y as usize * stride + x as usize * 3;
+            [raw[at], raw[at + 1], raw[at + 2]].map(f32::from)
         } else {
             [f32::from(fill); 3]
         }
@@ -68,6 +80,6 @@ fn sample(image: &RgbImage, sx: f32, sy: f32, fused: bool, fill: u8) -> [u8; 3] 
     std::array::from_fn(|c| {
         let top = lerp(p00[c], p01[c], ax);
         let bottom = lerp(p10[c], p11[c], ax);
-        lerp(top, bottom, ay).round_ties_even().clamp(0.0, 255.0) as u8
+        round_half_even(lerp(top, bottom, ay)).clamp(0.0, 255.0) as u8
     })
 }
