@@ -13,8 +13,8 @@ What it does (never in CI; the Ultralytics environment of scripts/ultralytics-en
      model, data, ONNX Runtime for headroom's validation).
      - Ultralytics: YOLO(yaml).train(freeze=10, batch=2, epochs=1, workers=0, amp=False, plots=False,
        val=False, cache=False, device=cpu) — its own augmentation pipeline (mosaic etc.) included.
-     - headroom: `headroom train --train {head, neck+head} [--no-checkpoint] --batch 2 --epochs 1`,
-       which also validates once through ONNX Runtime.
+     - headroom: `headroom train --train {head, neck+head, 0} [--no-checkpoint] --batch 2 --epochs 1
+       [--extra '--trunk torch' | '--cache-features']`, which also validates once through ONNX Runtime.
   Prints a JSON report (peaks in MB, seconds, ratios) and the load average before and after.
 
 Usage: source .deps/ultralytics.env && source .deps/env.sh &&
@@ -63,6 +63,7 @@ def main():
     p.add_argument("--only", choices=["ultralytics", "headroom"], help="run one contender")
     p.add_argument("--train", default="head", help="headroom: head, neck+head or freeze=N")
     p.add_argument("--no-checkpoint", action="store_true")
+    p.add_argument("--extra", default="", help="more headroom train arguments, e.g. '--trunk torch' or '--cache-features'")
     p.add_argument("--work", help="reuse this folder (dataset and student made once)")
     args = p.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="headroom-train-memory-"))
@@ -93,9 +94,10 @@ def main():
                "--project", str(work / "runs"), "--name", name + f"-{int(time.time())}"]
         if args.no_checkpoint:
             cmd.append("--no-checkpoint")
+        cmd += args.extra.split()
         seconds, peak = child_peak(cmd)
-        report["headroom"] = {"train": args.train, "checkpoint": not args.no_checkpoint, "peak_mb": round(peak, 1),
-                              "seconds": round(seconds, 1)}
+        report["headroom"] = {"train": args.train, "checkpoint": not args.no_checkpoint, "extra": args.extra,
+                              "peak_mb": round(peak, 1), "seconds": round(seconds, 1)}
     if args.only in (None, "ultralytics"):
         cmd = [sys.executable, "-c", ULTRALYTICS_TRAIN, str(yaml_path), str(data / "data.yaml"), str(args.threads),
                str(args.imgsz), str(work / "runs")]
