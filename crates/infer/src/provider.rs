@@ -54,9 +54,10 @@ pub struct SessionOptions {
     pub providers: Vec<ExecutionProvider>,
     /// Intra-op threads of the CPU provider (0: ONNX Runtime decides).
     pub intra_threads: usize,
-    /// Let those threads spin-wait for work between runs (ONNX Runtime's default; faster for a
-    /// session that runs back to back, but it burns the cores that libtorch needs when a session
-    /// runs between libtorch's work, as the frozen trunk does in training).
+    /// Let those threads spin-wait for work between runs and keep a memory arena (ONNX Runtime's
+    /// defaults; faster for a session that runs back to back). Off for a session that runs between
+    /// libtorch's work, as the frozen trunk does in training: spinning burns the cores libtorch
+    /// needs, and the arena keeps its largest allocation for the session's life.
     #[serde(default = "spinning_default")]
     pub spinning: bool,
     /// Skip a provider that fails to register (with a warning) instead of failing.

@@ -98,6 +98,16 @@ fn register(
     options: &SessionOptions,
 ) -> Result<()> {
     match provider {
+        ExecutionProvider::Cpu if !options.spinning => {
+            // A session run between libtorch's work (the training trunk) also gives its memory back:
+            // no arena that keeps its largest allocation for the session's life.
+            use ort::ep::ExecutionProvider as _;
+            let cpu = ort::ep::CPU::default().with_arena_allocator(false);
+            cpu.register(builder).map_err(|e| Error::Session {
+                path: PathBuf::from("<cpu provider>"),
+                reason: e.to_string(),
+            })
+        }
         ExecutionProvider::Cpu => Ok(()),
         ExecutionProvider::Cuda => register_cuda(builder, options),
         ExecutionProvider::Tensorrt => register_tensorrt(builder, options),

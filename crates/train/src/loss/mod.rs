@@ -63,8 +63,7 @@ pub struct Target {
 
 /// Distillation from a teacher's soft class scores (`--kd`): for each anchor assigned to an object
 /// that has a soft vector `q`, the binary KL divergence `Σ_c q_c·ln(q_c/p_c) + (1−q_c)·ln((1−q_c)/(1−p_c))`
-/// with `p = sigmoid(logits)`, summed, divided by the same normaliser as the other terms (the sum of
-/// the target scores), times `weight` (docs/TRAIN.md).
+/// with `p = sigmoid(logits)`, averaged over those anchors, times `weight` (docs/TRAIN.md).
 #[derive(Debug, Clone, Copy)]
 pub struct Distill<'a> {
     /// Gain of the term.
@@ -172,8 +171,7 @@ pub fn detection_loss_with(
     let mut total = a + b + c;
     let mut kd = 0.0;
     if let Some(d) = distill.filter(|d| d.weight > 0.0) {
-        let term = distillation(config, targets, d.soft, batch, &pred_scores, &assigned) / &target_scores_sum
-            * d.weight;
+        let term = distillation(config, targets, d.soft, batch, &pred_scores, &assigned) * d.weight;
         kd = term.double_value(&[]);
         total += term;
     }
@@ -182,8 +180,9 @@ pub fn detection_loss_with(
     Ok(LossOutput { total, components, foreground, kd })
 }
 
-/// The summed binary KL divergence between the teachers' soft vectors of the assigned objects and the
-/// predicted class probabilities, over the foreground anchors whose object has a soft vector.
+/// The binary KL divergence between the teachers' soft vectors of the assigned objects and the
+/// predicted class probabilities, summed over classes, averaged over the foreground anchors whose
+/// object has a soft vector (0 when there is none).
 fn distillation(
     config: &LossConfig,
     targets: &[Target],
@@ -219,7 +218,8 @@ fn distillation(
     let rest: Tensor = 1.0 - &q_anchor;
     let entropy = -(&q_anchor * q_anchor.log() + &rest * rest.log());
     let bce = pred_scores.binary_cross_entropy_with_logits::<Tensor>(&q_anchor, None, None, Reduction::None);
-    ((bce - entropy).sum_dim_intlist(-1, false, Kind::Float) * weight).sum(Kind::Float)
+    let distilled = weight.sum(Kind::Float).clamp_min(1.0);
+    ((bce - entropy).sum_dim_intlist(-1, false, Kind::Float) * weight).sum(Kind::Float) / distilled
 }
 
 /// The batch size, after checking that the outputs, grids and strides fit together.
