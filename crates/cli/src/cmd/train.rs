@@ -379,7 +379,7 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
         LossConfig::one_to_many(nc, reg_max, strides)
     };
     let imgsz = input_size(args, &inspection)?;
-    let inputs = read_inputs(args, &inspection, args.kd)?;
+    let mut inputs = read_inputs(args, &inspection, args.kd)?;
     let new_settings = settings(args, imgsz, inputs.train.len(), inspection.classes)?;
     let dir = run_dir(args)?;
     std::fs::create_dir_all(dir.join("ckpt")).with_context(|| format!("creating {}", dir.display()))?;
@@ -387,21 +387,7 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     let run = if args.resume {
         read_run_config(&dir)?
     } else {
-        let run = RunConfig {
-            model: args.model.clone(),
-            data: args.data.clone(),
-            part: trainable.to_string(),
-            device: args.device.clone(),
-            replay: args.replay.clone(),
-            replay_fraction: args.replay_fraction,
-            remap: args.remap.clone(),
-            trunk: args.trunk.clone(),
-            cache_features: args.cache_features,
-            settings: new_settings,
-        };
-        let text = toml::to_string_pretty(&run).context("writing the run's settings")?;
-        headroom_core::fsio::write_atomic(&dir.join(CONFIG), text.as_bytes())?;
-        run
+        write_run_config(args, trainable, &dir, new_settings)?
     };
     let config = run.settings.clone();
     let replay = match &run.replay {
@@ -415,34 +401,8 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     let bytes = std::fs::read(&args.model).with_context(|| format!("reading {}", args.model.display()))?;
     let base_sha = headroom_infer::label::output::sha256_hex(&bytes);
     let mut trainer = Trainer::new(&student, config.clone(), loss)?;
-    trainer.set_soft_targets(inputs.soft);
-    let mut ort = match run.trunk.as_str() {
-        "ort" => {
-            let options = headroom_infer::provider::SessionOptions {
-                intra_threads: args.threads,
-                ..Default::default()
-            };
-            Some(headroom_infer::trunk::OrtTrunk::open(&model, &student.partition().cut, &options)?)
-        }
-        _ => None,
-    };
-    if run.cache_features {
-        let mut all = inputs.train.clone();
-        all.extend(replay.iter().cloned());
-        let key = headroom_train::cache::CacheKey::new(
-            base_sha.clone(),
-            run.part.clone(),
-            config.imgsz,
-            config.flip > 0.0,
-            &all,
-        );
-        let cache = build_cache(&dir, &key, &all, &student, ort.as_mut())?;
-        trainer.set_feature_cache(cache)?;
-    } else if let Some(mut ort) = ort.take() {
-        let names = student.partition().cut.clone();
-        let device = student.executor().device();
-        trainer.set_trunk(Box::new(move |images| ort_cut(&mut ort, &names, images, device)));
-    }
+    trainer.set_soft_targets(std::mem::take(&mut inputs.soft));
+    attach_trunk(&mut trainer, &model, &student, &run, &inputs, &replay, &dir, &base_sha, args.threads)?;
     let checkpoint = dir.join("ckpt/last.pt");
     trainer.set_checkpoint_path(&checkpoint);
     if args.resume {
@@ -473,39 +433,9 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
             .map(|(name, seconds)| format!("{name} {seconds:.2} s"))
             .collect();
         tracing::info!("epoch {} time: {}", epoch + 1, phases.join("; "));
-        let weights = trainer.ema_weights()?;
-        let meta = vec![
-            (headroom_onnx::patch::KEY_BASE_SHA256.to_string(), base_sha.clone()),
-            (headroom_onnx::patch::KEY_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
-            (headroom_onnx::patch::KEY_FINETUNED.to_string(), format!("{trainable}, epoch {}", epoch + 1)),
-        ];
-        let written = headroom_onnx::patch::write_weights(&bytes, &args.model, &weights, &meta)?;
-        let last = dir.join("last.onnx");
-        headroom_core::fsio::write_atomic(&last, &written)?;
-        let metrics = evaluate(&last, &inputs.data, &inputs.val, args.threads)?;
-        let better = best.is_none_or(|b| metrics.fitness > b);
-        if better {
-            headroom_core::fsio::write_atomic(&dir.join("best.onnx"), &written)?;
-            best = Some(metrics.fitness);
-        }
-        let csv = append_metrics(&dir, &stats, &metrics)?;
-        if let Err(e) = headroom_train::plots::write_plots(&csv, &dir) {
-            tracing::warn!("plots of {}: {e}", dir.display());
-        }
-        trainer.save_checkpoint(&checkpoint)?;
-        eprintln!(
-            "epoch {}/{}: loss box {:.4} cls {:.4} dfl {:.4} kd {:.4}, val mAP50 {:.4} mAP50-95 {:.4}{} ({:.1} s)",
-            epoch + 1,
-            config.epochs,
-            stats.loss[0],
-            stats.loss[1],
-            stats.loss[2],
-            stats.kd,
-            metrics.map50,
-            metrics.map50_95,
-            if better { ", best" } else { "" },
-            stats.seconds
-        );
+        let outputs =
+            EpochOutputs { dir: &dir, model: &args.model, bytes: &bytes, base_sha: &base_sha, trainable };
+        best = finish_epoch(&outputs, &trainer, &stats, &inputs, best, args.threads)?;
     }
     let results = serde_json::json!({
         "run": dir,
@@ -521,6 +451,144 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     )?;
     println!("{}", serde_json::to_string_pretty(&results)?);
     Ok(Outcome::Success)
+}
+
+/// Writes `config.toml` of a new run; returns what it holds.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+fn write_run_config(
+    args: &Args,
+    trainable: headroom_onnx::Trainable,
+    dir: &Path,
+    settings: headroom_train::fit::TrainConfig,
+) -> anyhow::Result<RunConfig> {
+    use anyhow::Context as _;
+    let run = RunConfig {
+        model: args.model.clone(),
+        data: args.data.clone(),
+        part: trainable.to_string(),
+        device: args.device.clone(),
+        replay: args.replay.clone(),
+        replay_fraction: args.replay_fraction,
+        remap: args.remap.clone(),
+        trunk: args.trunk.clone(),
+        cache_features: args.cache_features,
+        settings,
+    };
+    let text = toml::to_string_pretty(&run).context("writing the run's settings")?;
+    headroom_core::fsio::write_atomic(&dir.join(CONFIG), text.as_bytes())?;
+    Ok(run)
+}
+
+/// Gives the trainer its frozen trunk: the feature cache (built with ONNX Runtime or libtorch),
+/// or ONNX Runtime on the trunk cut out of the model; libtorch's executor otherwise.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+#[allow(clippy::too_many_arguments)]
+fn attach_trunk<'a>(
+    trainer: &mut headroom_train::fit::Trainer<'a>,
+    model: &headroom_onnx::Model,
+    student: &'a headroom_train::Student,
+    run: &RunConfig,
+    inputs: &Inputs,
+    replay: &[headroom_core::dataset::ImageRecord],
+    dir: &Path,
+    base_sha: &str,
+    threads: usize,
+) -> anyhow::Result<()> {
+    let mut ort = match run.trunk.as_str() {
+        "ort" => {
+            let options = headroom_infer::provider::SessionOptions {
+                intra_threads: threads,
+                spinning: false,
+                ..Default::default()
+            };
+            Some(headroom_infer::trunk::OrtTrunk::open(model, &student.partition().cut, &options)?)
+        }
+        _ => None,
+    };
+    let settings = &run.settings;
+    if run.cache_features {
+        let mut all = inputs.train.clone();
+        all.extend(replay.iter().cloned());
+        let key = headroom_train::cache::CacheKey::new(
+            base_sha.to_string(),
+            run.part.clone(),
+            settings.imgsz,
+            settings.flip > 0.0,
+            &all,
+        );
+        let cache = build_cache(dir, &key, &all, student, ort.as_mut())?;
+        trainer.set_feature_cache(cache)?;
+    } else if let Some(mut ort) = ort.take() {
+        let names = student.partition().cut.clone();
+        let device = student.executor().device();
+        trainer.set_trunk(Box::new(move |images| ort_cut(&mut ort, &names, images, device)));
+    }
+    Ok(())
+}
+
+/// What an epoch's end writes to.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+struct EpochOutputs<'a> {
+    dir: &'a Path,
+    model: &'a Path,
+    bytes: &'a [u8],
+    base_sha: &'a str,
+    trainable: headroom_onnx::Trainable,
+}
+
+/// The end of an epoch: the averaged weights written back into the model (`last.onnx`), evaluated
+/// through ONNX Runtime on the val split, kept as `best.onnx` when better, the metrics row, the
+/// plots, the checkpoint, a summary line. Returns the best fitness so far.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+fn finish_epoch(
+    out: &EpochOutputs<'_>,
+    trainer: &headroom_train::fit::Trainer<'_>,
+    stats: &headroom_train::fit::EpochStats,
+    inputs: &Inputs,
+    best: Option<f64>,
+    threads: usize,
+) -> anyhow::Result<Option<f64>> {
+    let epochs = trainer.config().epochs;
+    let phases: Vec<String> = headroom_train::fit::PHASES
+        .iter()
+        .zip(stats.phases)
+        .map(|(name, seconds)| format!("{name} {seconds:.2} s"))
+        .collect();
+    tracing::info!("epoch {} time: {}", stats.epoch + 1, phases.join("; "));
+    let meta = vec![
+        (headroom_onnx::patch::KEY_BASE_SHA256.to_string(), out.base_sha.to_string()),
+        (headroom_onnx::patch::KEY_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        (
+            headroom_onnx::patch::KEY_FINETUNED.to_string(),
+            format!("{}, epoch {}", out.trainable, stats.epoch + 1),
+        ),
+    ];
+    let written = headroom_onnx::patch::write_weights(out.bytes, out.model, &trainer.ema_weights()?, &meta)?;
+    let last = out.dir.join("last.onnx");
+    headroom_core::fsio::write_atomic(&last, &written)?;
+    let metrics = evaluate(&last, &inputs.data, &inputs.val, threads)?;
+    let better = best.is_none_or(|b| metrics.fitness > b);
+    if better {
+        headroom_core::fsio::write_atomic(&out.dir.join("best.onnx"), &written)?;
+    }
+    let csv = append_metrics(out.dir, stats, &metrics)?;
+    if let Err(e) = headroom_train::plots::write_plots(&csv, out.dir) {
+        tracing::warn!("plots of {}: {e}", out.dir.display());
+    }
+    trainer.save_checkpoint(&out.dir.join("ckpt/last.pt"))?;
+    eprintln!(
+        "epoch {}/{epochs}: loss box {:.4} cls {:.4} dfl {:.4} kd {:.4}, val mAP50 {:.4} mAP50-95 {:.4}{} ({:.1} s)",
+        stats.epoch + 1,
+        stats.loss[0],
+        stats.loss[1],
+        stats.loss[2],
+        stats.kd,
+        metrics.map50,
+        metrics.map50_95,
+        if better { ", best" } else { "" },
+        stats.seconds
+    );
+    Ok(if better { Some(metrics.fitness) } else { best })
 }
 
 /// Opens the run's feature cache, building it (with a progress bar) when it is missing or stale.
