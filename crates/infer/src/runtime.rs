@@ -103,10 +103,8 @@ fn register(
             // no arena that keeps its largest allocation for the session's life.
             use ort::ep::ExecutionProvider as _;
             let cpu = ort::ep::CPU::default().with_arena_allocator(false);
-            cpu.register(builder).map_err(|e| Error::Session {
-                path: PathBuf::from("<cpu provider>"),
-                reason: e.to_string(),
-            })
+            cpu.register(builder)
+                .map_err(|e| Error::Session { path: PathBuf::from("<cpu provider>"), reason: e.to_string() })
         }
         ExecutionProvider::Cpu => Ok(()),
         ExecutionProvider::Cuda => register_cuda(builder, options),

@@ -153,6 +153,22 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A model cannot be exported (float16 conversion, quantization).
+    #[error("{}: export: {reason}", path.display())]
+    Export {
+        /// The model file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A TensorRT calibration cache cannot be read.
+    #[error("calibration cache, line {line}: {reason}")]
+    CalibrationCache {
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Result with [`Error`].

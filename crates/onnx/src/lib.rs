@@ -6,11 +6,14 @@
 //!   shape inference ([`infer`], symbolic dims kept as [`Dim::Symbol`]).
 //! - [`metadata`]: the `metadata_props` Ultralytics writes (`names` is a Python dict literal).
 //! - [`inspect`]: family, input, Detect head found by shape and role, modules, freeze points.
+//! - [`fp16`]: float16 export (decode kept float32); [`calib_cache`]: TensorRT calibration caches.
 
 pub mod attr;
+pub mod calib_cache;
 pub mod dim;
 pub mod error;
 pub mod extract;
+pub mod fp16;
 pub mod graph;
 pub mod infer;
 pub mod inspect;

@@ -1,52 +1,74 @@
 //! headroom-trt: TensorRT engines, built on the device by driving `trtexec` (present on every
-//! JetPack), written as raw plans with a JSON sidecar.
+//! JetPack), written as raw plans (no header of ours: DeepStream and `trtexec --loadEngine` read
+//! them as they are) with a JSON sidecar.
 //!
-//! Today: finding `trtexec`. The engine build, the calibration cache and the sidecar build on it.
+//! - [`trtexec`]: finding `trtexec`, the command line for an [`EngineRequest`] (fp16, int8 from a
+//!   Q/DQ model, int8 from a calibration cache; static or dynamic shapes; workspace; timing cache),
+//!   running it, and — without `trtexec` — an error holding the exact command to run on the device.
+//! - [`engine`]: engine file names per device and TensorRT version, the `*.engine.json` sidecar.
+//!
+//! Unverified on hardware: the command lines follow TensorRT 10's `trtexec` reference and are
+//! unit-tested, but no engine has been built from them on a Jetson yet.
 
-use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+pub mod engine;
+pub mod trtexec;
 
-/// Where JetPack installs `trtexec`.
-pub const JETPACK_TRTEXEC: &str = "/usr/src/tensorrt/bin/trtexec";
+use std::path::PathBuf;
 
-/// Finds `trtexec`: `TRTEXEC` if set, else the JetPack location, else the first on `PATH`.
-pub fn find_trtexec() -> Option<PathBuf> {
-    let explicit = std::env::var_os("TRTEXEC").map(PathBuf::from);
-    let path = std::env::var_os("PATH");
-    find_trtexec_in(explicit.as_deref(), Path::new(JETPACK_TRTEXEC), path.as_deref())
+pub use engine::{EngineInfo, InputShape, TrtVersion, engine_file_name, sha256_file};
+pub use trtexec::{
+    BuildOutput, EngineRequest, JETPACK_TRTEXEC, Precision, Shapes, build_engine, build_engine_with,
+    find_trtexec, find_trtexec_in, trtexec_args,
+};
+
+/// Errors of `headroom-trt`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No `trtexec` here: the engine must be built on the device, with this command.
+    #[error(
+        "trtexec not found (not given, not in $TRTEXEC, not at {JETPACK_TRTEXEC}, not on PATH); \
+         build the engine on the device with:\n  {command}"
+    )]
+    TrtexecNotFound {
+        /// The full command line to run on the device.
+        command: String,
+    },
+    /// The request cannot be built (shapes out of order, a name trtexec cannot parse).
+    #[error("engine request: {reason}")]
+    Request {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `trtexec` ran and failed, or wrote no engine.
+    #[error("trtexec failed ({status}); its last lines:\n{tail}\ncommand: {command}")]
+    BuildFailed {
+        /// Exit status, or what went wrong.
+        status: String,
+        /// The last lines of its output.
+        tail: String,
+        /// The command that ran.
+        command: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A sidecar is not valid JSON for [`EngineInfo`].
+    #[error("{}: not an engine sidecar: {reason}", path.display())]
+    Sidecar {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        reason: String,
+    },
+    /// Writing a file atomically failed.
+    #[error(transparent)]
+    Write(#[from] headroom_core::Error),
 }
 
-/// [`find_trtexec`] with its inputs explicit: an explicit path (must exist), the JetPack location,
-/// and a `PATH`-style list of folders.
-pub fn find_trtexec_in(explicit: Option<&Path>, jetpack: &Path, path: Option<&OsStr>) -> Option<PathBuf> {
-    if let Some(p) = explicit {
-        return p.is_file().then(|| p.to_path_buf());
-    }
-    if jetpack.is_file() {
-        return Some(jetpack.to_path_buf());
-    }
-    path.into_iter().flat_map(std::env::split_paths).map(|dir| dir.join("trtexec")).find(|p| p.is_file())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn search_order_is_explicit_then_jetpack_then_path() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let bin = dir.path().join("bin");
-        std::fs::create_dir_all(&bin).expect("mkdir");
-        let on_path = bin.join("trtexec");
-        std::fs::write(&on_path, b"#!/bin/sh\n").expect("write");
-        let jetpack = dir.path().join("jetpack-trtexec");
-        let path_var = std::env::join_paths([dir.path().join("empty"), bin.clone()]).expect("join");
-
-        assert_eq!(find_trtexec_in(None, &jetpack, Some(&path_var)), Some(on_path.clone()));
-        std::fs::write(&jetpack, b"#!/bin/sh\n").expect("write");
-        assert_eq!(find_trtexec_in(None, &jetpack, Some(&path_var)), Some(jetpack.clone()));
-        assert_eq!(find_trtexec_in(Some(&on_path), &jetpack, None), Some(on_path.clone()));
-        assert_eq!(find_trtexec_in(Some(&dir.path().join("missing")), &jetpack, None), None);
-        assert_eq!(find_trtexec_in(None, &dir.path().join("no"), None), None);
-    }
-}
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
