@@ -31,14 +31,15 @@ pub struct Args {
     /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs).
     #[arg(long, default_value_t = 64, value_parser = super::provider_args::count_arg::<1, 4096>)]
     pub nbs: usize,
-    /// Optimiser: sgd (Nesterov momentum 0.937), adamw, or auto (Ultralytics' rule: AdamW at
-    /// 0.002·5/(4+nc) for short runs, which overrides --lr0).
-    #[arg(long, default_value = "sgd", value_parser = ["sgd", "adamw", "auto"])]
+    /// Optimiser: auto (Ultralytics' rule: AdamW at 0.002·5/(4+nc), momentum 0.9, for runs under
+    /// 10,000 iterations; SGD at 0.01 above), sgd (Nesterov momentum 0.937) or adamw. auto by
+    /// measurement: it kept and gained the most (docs/BENCHMARKS.md).
+    #[arg(long, default_value = "auto", value_parser = ["sgd", "adamw", "auto"])]
     pub optimizer: String,
-    /// Initial learning rate (warmup, then linear decay to lr0·0.01). 1e-4 by measurement: higher
-    /// rates wreck a converged model (docs/TRAIN.md).
-    #[arg(long, default_value_t = 1e-4)]
-    pub lr0: f64,
+    /// Initial learning rate of sgd and adamw (warmup, then decay to lr0·0.01) [default: 1e-4;
+    /// SGD at 1e-3 wrecked the converged demo model]. auto chooses its own and ignores this.
+    #[arg(long)]
+    pub lr0: Option<f64>,
     /// Cosine instead of linear learning-rate decay.
     #[arg(long)]
     pub cos_lr: bool,
@@ -125,7 +126,9 @@ pub struct Args {
 
 /// Runs `headroom train`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(args.lr0 > 0.0 && args.lr0 < 1.0, "--lr0 {} is not in (0, 1)", args.lr0);
+    if let Some(lr0) = args.lr0 {
+        anyhow::ensure!(lr0 > 0.0 && lr0 < 1.0, "--lr0 {lr0} is not in (0, 1)");
+    }
     anyhow::ensure!((0.0..=1.0).contains(&args.flip), "--flip {} is not in [0, 1]", args.flip);
     anyhow::ensure!(
         (0.0..=10.0).contains(&args.replay_fraction),
@@ -316,7 +319,7 @@ fn settings(
         batch: args.batch,
         nbs: args.nbs,
         optimizer: if args.optimizer == "adamw" { OptimizerKind::AdamW } else { OptimizerKind::Sgd },
-        lr0: args.lr0,
+        lr0: args.lr0.unwrap_or(1e-4),
         cos_lr: args.cos_lr,
         max_grad_norm: args.max_grad_norm,
         flip: args.flip,
@@ -338,6 +341,9 @@ fn settings(
         ..TrainConfig::default()
     };
     Ok(if args.optimizer == "auto" {
+        if let Some(lr0) = args.lr0 {
+            tracing::warn!("--lr0 {lr0} is ignored: --optimizer auto chooses the rate (use sgd or adamw to set it)");
+        }
         let config = config.with_auto_optimizer(images, nc);
         tracing::info!(
             "--optimizer auto: {:?} lr0 {} momentum {}",

@@ -62,8 +62,10 @@ pub struct Target {
 }
 
 /// Distillation from a teacher's soft class scores (`--kd`): for each anchor assigned to an object
-/// that has a soft vector `q`, the binary KL divergence `Σ_c q_c·ln(q_c/p_c) + (1−q_c)·ln((1−q_c)/(1−p_c))`
-/// with `p = sigmoid(logits)`, averaged over those anchors, times `weight` (docs/TRAIN.md).
+/// that has a soft vector `q`, scaled by the anchor's normalised alignment `t` (as the class term's
+/// one-hot target is), the binary KL divergence `Σ_c r_c·ln(r_c/p_c) + (1−r_c)·ln((1−r_c)/(1−p_c))`
+/// with `r = t·q` and `p = sigmoid(logits)`, averaged over those anchors, times `weight`
+/// (docs/TRAIN.md).
 #[derive(Debug, Clone, Copy)]
 pub struct Distill<'a> {
     /// Gain of the term.
@@ -214,7 +216,10 @@ fn distillation(
     let index = assigned.object.clamp(0, n as i64 - 1);
     let q_anchor = q.gather(1, &index.unsqueeze(-1).expand([-1, -1, config.nc], false), false);
     let weight = has.gather(1, &index, false) * assigned.foreground.to_kind(Kind::Float);
-    let q_anchor = q_anchor.clamp(1e-6, 1.0 - 1e-6);
+    // Scaled by the anchor's normalised alignment (what the class term's target is scaled by), so
+    // that poorly aligned anchors of an object are not pulled up to the teacher's confidence.
+    let alignment = assigned.scores.sum_dim_intlist(-1, true, Kind::Float);
+    let q_anchor = (q_anchor * alignment).clamp(1e-6, 1.0 - 1e-6);
     let rest: Tensor = 1.0 - &q_anchor;
     let entropy = -(&q_anchor * q_anchor.log() + &rest * rest.log());
     let bce = pred_scores.binary_cross_entropy_with_logits::<Tensor>(&q_anchor, None, None, Reduction::None);
