@@ -342,7 +342,9 @@ fn settings(
     };
     Ok(if args.optimizer == "auto" {
         if let Some(lr0) = args.lr0 {
-            tracing::warn!("--lr0 {lr0} is ignored: --optimizer auto chooses the rate (use sgd or adamw to set it)");
+            tracing::warn!(
+                "--lr0 {lr0} is ignored: --optimizer auto chooses the rate (use sgd or adamw to set it)"
+            );
         }
         let config = config.with_auto_optimizer(images, nc);
         tracing::info!(
