@@ -182,6 +182,7 @@ mod with_libraries {
             ([args(&data, &project, "k"), vec!["--hsv", "0.1,2"]].concat(), "expected three numbers"),
             (args(&data, &data, "l"), "creating"),
             ([args(&data, &project, "b"), vec!["--train", "99"]].concat(), "cannot train with `freeze=99`"),
+            ([args(&data, &project, "b2"), vec!["--freeze", "99"]].concat(), "cannot train with `freeze=99`"),
             ([args(&data, &project, "c"), vec!["--lr0", "5"]].concat(), "--lr0 5 is not in (0, 1)"),
             ([args(&data, &project, "d"), vec!["--resume"]].concat(), "no run to resume"),
             (
@@ -270,8 +271,10 @@ mod with_libraries {
         let kd = run_with("kd", &["--kd", "1"]);
         let kd_loss: f64 = kd[0][4].parse().expect("kd_loss");
         assert!(kd_loss > 0.0, "kd term {kd_loss}");
-        let plain = run_with("plain", &[]);
-        let cached = run_with("cached", &["--cache-features"]);
+        // SGD: AdamW's normalised steps turn the features' fp16 rounding into visibly different
+        // updates (0.3 % in the second epoch's loss), which would hide what this compares.
+        let plain = run_with("plain", &["--optimizer", "sgd"]);
+        let cached = run_with("cached", &["--optimizer", "sgd", "--cache-features"]);
         assert_eq!(plain[0][4], "0.000000");
         for (a, b) in cached.iter().zip(&plain) {
             for column in [1, 2, 3] {
@@ -282,7 +285,7 @@ mod with_libraries {
         let index = project.join("cached/cache/index.json");
         let built = std::fs::metadata(&index).and_then(|m| m.modified()).expect("index");
         let mut resume = epochs(args(&yaml, &project, "cached"), "2");
-        resume.extend(["--cache-features", "--resume"]);
+        resume.extend(["--optimizer", "sgd", "--cache-features", "--resume"]);
         let run = headroom(&resume);
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
         assert_eq!(

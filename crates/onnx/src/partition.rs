@@ -45,10 +45,11 @@ impl FromStr for Trainable {
         match s {
             "head" => Ok(Trainable::Head),
             "neck+head" => Ok(Trainable::NeckHead),
+            "all" => Ok(Trainable::Freeze(0)),
             n => n
                 .parse()
                 .map(Trainable::Freeze)
-                .map_err(|_| format!("`{s}` is not `head`, `neck+head` or a module count N")),
+                .map_err(|_| format!("`{s}` is not `head`, `neck+head`, `all` or a module count N")),
         }
     }
 }

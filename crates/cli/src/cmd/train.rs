@@ -18,10 +18,13 @@ pub struct Args {
     /// The dataset (Ultralytics `data.yaml`; `headroom label` writes one over pseudo-labels).
     #[arg(long, value_name = "data.yaml")]
     pub data: PathBuf,
-    /// What trains: `head` (the Detect module), `neck+head`, or N (modules 0..N frozen, as
+    /// What trains: `head` (the Detect module), `neck+head`, `all`, or N (modules 0..N frozen, as
     /// Ultralytics' `freeze=N`; 0 trains everything).
     #[arg(long, default_value = "head", value_name = "PART")]
     pub train: String,
+    /// Freeze modules 0..N and train the rest (Ultralytics' `freeze=N`; the same as --train N).
+    #[arg(long, value_name = "N", conflicts_with = "train")]
+    pub freeze: Option<usize>,
     /// Epochs.
     #[arg(long, default_value_t = 10, value_parser = super::provider_args::count_arg::<1, 10000>)]
     pub epochs: usize,
@@ -154,8 +157,10 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         "--cache-features stores the trunk's outputs for fixed inputs; --mosaic, --scale, --translate and \
          --hsv change those inputs: turn them off or drop --cache-features"
     );
-    let trainable: headroom_onnx::Trainable =
-        args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?;
+    let trainable: headroom_onnx::Trainable = match args.freeze {
+        Some(n) => headroom_onnx::Trainable::Freeze(n),
+        None => args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?,
+    };
     train(args, trainable)
 }
 
