@@ -3,6 +3,7 @@
 mod decode_args;
 mod doctor;
 mod eval;
+mod export;
 mod inspect;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod inspect_check;
@@ -44,6 +45,8 @@ pub enum Command {
     Train(train::Args),
     /// Evaluate an ONNX detector on a labelled dataset: precision, recall, mAP50, mAP50-95.
     Eval(eval::Args),
+    /// Export a detector for deployment: FP16 ONNX today (size, speed and mAP against FP32).
+    Export(export::Args),
     /// Describe an ONNX detector: family, input, classes, Detect head, modules, freeze points.
     Inspect(inspect::Args),
     /// Check that the native libraries (ONNX Runtime, libtorch) load and work.
@@ -69,6 +72,7 @@ pub fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Label(args) => label::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Eval(args) => eval::run(&args),
+        Command::Export(args) => export::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Doctor(args) => doctor::run(&args),
     }
