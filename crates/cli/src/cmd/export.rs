@@ -112,15 +112,7 @@ fn measure(precision: &'static str, path: &Path, args: &Args) -> anyhow::Result<
             let config = headroom_core::dataset::DataConfig::load(data)?;
             let split = headroom_core::dataset::Split::Val;
             let images = headroom_core::dataset::load_split(&config, split, Default::default())?.images;
-            let report = headroom_infer::eval::evaluate(
-                &mut detector,
-                &images,
-                &config.names,
-                &DecodeOptions::val(),
-                headroom_core::preprocess::Preprocess::Val,
-                |_| {},
-            )?;
-            Some(report.metrics.map50_95)
+            Some(super::eval::val_metrics(&mut detector, &images, &config.names)?.map50_95)
         }
         None => None,
     };

@@ -802,15 +802,7 @@ fn evaluate(
         ..Default::default()
     };
     let mut detector = headroom_infer::detector::Detector::open(model, &options)?;
-    let report = headroom_infer::eval::evaluate(
-        &mut detector,
-        images,
-        &data.names,
-        &headroom_infer::decode::DecodeOptions::val(),
-        headroom_core::preprocess::Preprocess::Val,
-        |_| {},
-    )?;
-    Ok(report.metrics)
+    super::eval::val_metrics(&mut detector, images, &data.names)
 }
 
 /// Keeps the header and the first `epochs` rows of `metrics.csv`.

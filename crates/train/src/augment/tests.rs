@@ -1,4 +1,4 @@
-//! Tests of the augmentations. The parity checksums were made with opencv-python 5.0.0 and
+//! Tests of the augmentations. The parity checksums (scripts/fixtures/augment_golden.py) were made with opencv-python 5.0.0 and
 //! Ultralytics 8.4.190 (`source .deps/ultralytics.env`) by running, on the same inputs:
 //! `cv2.cvtColor(cube, COLOR_RGB2HSV)` / `COLOR_HSV2RGB` on the 4096² image of all 2²⁴ byte
 //! triples (`[i >> 16, (i >> 8) & 255, i & 255]`, `i` row-major; also 16777 rows of 1000 for
