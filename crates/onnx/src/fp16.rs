@@ -29,9 +29,9 @@
 //!      initializers) are float16 only when every reader is float16: anchors and strides read by the
 //!      decode stay exact.
 
-mod plan;
+pub(crate) mod plan;
 mod rewrite;
-mod types;
+pub(crate) mod types;
 
 use prost::Message as _;
 use serde::{Deserialize, Serialize};

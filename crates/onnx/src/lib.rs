@@ -6,7 +6,8 @@
 //!   shape inference ([`infer`], symbolic dims kept as [`Dim::Symbol`]).
 //! - [`metadata`]: the `metadata_props` Ultralytics writes (`names` is a Python dict literal).
 //! - [`inspect`]: family, input, Detect head found by shape and role, modules, freeze points.
-//! - [`fp16`]: float16 export (decode kept float32); [`calib_cache`]: TensorRT calibration caches.
+//! - [`fp16`]: float16 export (decode kept float32); [`quant`]: INT8 Q/DQ export and calibration
+//!   statistics; [`calib_cache`]: TensorRT calibration caches.
 
 pub mod attr;
 pub mod calib_cache;
@@ -23,6 +24,7 @@ pub mod ops;
 pub mod partition;
 pub mod patch;
 pub mod proto;
+pub mod quant;
 pub mod tensor;
 
 pub use dim::Dim;
