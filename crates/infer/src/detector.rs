@@ -13,7 +13,7 @@ use ort::value::TensorRef;
 
 use crate::decode::{DecodeOptions, OutputLayout, decode};
 use crate::provider::{ExecutionProvider, SessionOptions};
-use crate::runtime::open_session;
+use crate::runtime::{open_session, open_session_from_memory};
 use crate::{Error, Result};
 
 /// An ONNX detector ready to run.
@@ -44,6 +44,16 @@ impl Detector {
     /// metadata, else 640.
     pub fn open(path: &Path, options: &SessionOptions) -> Result<Self> {
         let (session, provider) = open_session(path, options)?;
+        Self::from_session(session, provider, path)
+    }
+
+    /// Opens a model held in memory (`bytes`; `name` labels errors and reports), as [`Self::open`].
+    pub fn open_from_memory(bytes: &[u8], name: &Path, options: &SessionOptions) -> Result<Self> {
+        let (session, provider) = open_session_from_memory(bytes, name, options)?;
+        Self::from_session(session, provider, name)
+    }
+
+    fn from_session(session: Session, provider: ExecutionProvider, path: &Path) -> Result<Self> {
         let meta_err = |reason: String| Error::Session { path: path.to_path_buf(), reason };
         let props: Vec<(String, String)> = {
             let meta = session.metadata().map_err(|e| meta_err(e.to_string()))?;
@@ -105,6 +115,27 @@ impl Detector {
     /// The model file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Runs a model with a dynamic input at `width` × `height` (multiples of 32) instead of the
+    /// size its metadata gives; a static input must already have that size.
+    pub fn set_input_size(&mut self, width: u32, height: u32) -> Result<()> {
+        let dims = self.session.inputs().first().and_then(|i| i.dtype().tensor_shape().map(|s| s.to_vec()));
+        let is_static = matches!(dims.as_deref(), Some([_, 3, h, w]) if *h > 0 && *w > 0);
+        let fits = width > 0 && height > 0 && width % 32 == 0 && height % 32 == 0;
+        if !fits || (is_static && (width, height) != self.input_size) {
+            let input = if is_static {
+                format!("static {}x{}", self.input_size.0, self.input_size.1)
+            } else {
+                "dynamic".into()
+            };
+            return Err(Error::Session {
+                path: self.path.clone(),
+                reason: format!("cannot run at {width}x{height}: the input is {input} (sizes are multiples of 32)"),
+            });
+        }
+        self.input_size = (width, height);
+        Ok(())
     }
 
     /// Input width and height.

@@ -8,8 +8,11 @@
 //!   runs, decodes and maps boxes back to the image.
 //! - [`eval`]: precision, recall and mAP of a detector on a dataset split.
 //! - [`label`]: pseudo-labelling a folder of images with a teacher (`headroom label`).
+//! - [`calibrate`]: INT8 calibration statistics through ONNX Runtime (`headroom export --int8`).
 //! - [`soft_scores`] (pure): the per-image soft-score file format.
 
+#[cfg(feature = "onnxruntime")]
+pub mod calibrate;
 pub mod decode;
 #[cfg(feature = "onnxruntime")]
 pub mod detector;

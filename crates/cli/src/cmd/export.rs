@@ -1,13 +1,37 @@
-//! `headroom export`: deployable variants of a detector. Today FP16 (weights and compute in float16,
-//! inputs, outputs and the head's decode in float32; docs/ONNX.md), measured against the FP32 file:
-//! size, ONNX Runtime CPU time per image, and mAP50-95 on a val split when given. INT8 and TensorRT
-//! engines are next (issue "Export").
+//! `headroom export`: deployable variants of a detector, each measured against the FP32 file (size,
+//! ONNX Runtime CPU time per image, mAP50-95 on a val split when given):
+//!
+//! - `--fp16`: weights and compute in float16, inputs, outputs and the head's decode in float32;
+//! - `--int8`: Q/DQ ONNX (per-channel int8 weights, per-tensor int8 activations on every Conv
+//!   outside the decode) calibrated on `--calib` images, plus the TensorRT calibration cache for
+//!   implicit INT8 (`<stem>.int8.calib`); `--sensitivity` keeps the Convs whose quantization hurts
+//!   most in float until the mAP drop is within `--max-drop`;
+//! - `--engine`: TensorRT engines built with trtexec where it exists, else the command to run on
+//!   the device.
+//!
+//! Details in docs/ONNX.md ("FP16 export", "INT8 export").
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use headroom_onnx::quant::Method;
 
 use super::Outcome;
+
+#[cfg(feature = "onnxruntime")]
+#[path = "export_int8.rs"]
+mod int8;
+
+/// Calibration method names on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MethodArg {
+    /// The largest absolute value seen.
+    Minmax,
+    /// `--percentile` of the absolute values.
+    Percentile,
+    /// KL-divergence search, as TensorRT's EntropyCalibration2.
+    Entropy,
+}
 
 /// Arguments of `headroom export`.
 #[derive(Debug, clap::Args)]
@@ -18,6 +42,46 @@ pub struct Args {
     /// Write `<stem>.fp16.onnx`.
     #[arg(long)]
     pub fp16: bool,
+    /// Write `<stem>.int8.onnx` (Q/DQ) and `<stem>.int8.calib` (TensorRT calibration cache); needs
+    /// --calib.
+    #[arg(long)]
+    pub int8: bool,
+    /// Calibration images: a folder (searched recursively) or a data.yaml (its train split).
+    #[arg(long, value_name = "DIR|data.yaml")]
+    pub calib: Option<PathBuf>,
+    /// At most this many calibration images, evenly spread over the sorted list.
+    #[arg(long, default_value_t = 500, value_parser = super::provider_args::count_arg::<1, 100000>)]
+    pub calib_images: usize,
+    /// How each tensor's range is chosen from its calibration histogram.
+    #[arg(long, value_enum, default_value_t = MethodArg::Entropy)]
+    pub method: MethodArg,
+    /// The percentile kept by `--method percentile`.
+    #[arg(long, default_value_t = 99.99, value_parser = percentile_arg)]
+    pub percentile: f64,
+    /// Keep the Convs whose INT8 error is largest in float until the mAP50-95 drop on --data's val
+    /// split is at most --max-drop.
+    #[arg(long, requires = "data")]
+    pub sensitivity: bool,
+    /// The mAP50-95 drop (points) --sensitivity allows.
+    #[arg(long, default_value_t = 1.0, value_parser = drop_arg)]
+    pub max_drop: f64,
+    /// Input size for calibrating a model with a dynamic input (written into the exported files'
+    /// `imgsz` metadata).
+    #[arg(long, value_name = "N")]
+    pub imgsz: Option<u32>,
+    /// The TensorRT version the calibration cache and engine names are for (JetPack 6.1/6.2: 10.3.0).
+    #[arg(long, default_value = "10.3.0", value_name = "X.Y.Z")]
+    pub trt_version: headroom_trt::TrtVersion,
+    /// Build TensorRT engines of the exported files (fp16 from the FP32 model, int8 from the Q/DQ
+    /// model) with trtexec; without trtexec, print the command to run on the device and exit 1.
+    #[arg(long)]
+    pub engine: bool,
+    /// trtexec to use [default: $TRTEXEC, JetPack's /usr/src/tensorrt/bin/trtexec, then PATH].
+    #[arg(long, value_name = "PATH")]
+    pub trtexec: Option<PathBuf>,
+    /// Device name in engine file names and sidecars (a preset of configs/devices.toml, or any).
+    #[arg(long, default_value = "jetson", value_name = "NAME")]
+    pub device: String,
     /// Output folder [default: the model's folder].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -35,9 +99,30 @@ pub struct Args {
     pub json: bool,
 }
 
+fn percentile_arg(text: &str) -> Result<f64, String> {
+    let p: f64 = text.parse().map_err(|_| format!("`{text}` is not a number"))?;
+    if p > 50.0 && p <= 100.0 { Ok(p) } else { Err(format!("{p} is not a percentile in (50, 100]")) }
+}
+
+fn drop_arg(text: &str) -> Result<f64, String> {
+    let d: f64 = text.parse().map_err(|_| format!("`{text}` is not a number"))?;
+    if (0.0..=100.0).contains(&d) { Ok(d) } else { Err(format!("{d} is not a drop in points (0 to 100)")) }
+}
+
+impl Args {
+    /// The calibration method asked for.
+    pub fn method(&self) -> Method {
+        match self.method {
+            MethodArg::Minmax => Method::MinMax,
+            MethodArg::Percentile => Method::Percentile(self.percentile),
+            MethodArg::Entropy => Method::Entropy,
+        }
+    }
+}
+
 /// One file of the report.
 #[derive(Debug, serde::Serialize)]
-struct Row {
+pub(super) struct Row {
     precision: &'static str,
     path: PathBuf,
     bytes: u64,
@@ -45,47 +130,271 @@ struct Row {
     map50_95: Option<f64>,
 }
 
+/// The files an export writes.
+#[derive(Debug)]
+struct Outputs {
+    fp16: PathBuf,
+    int8: PathBuf,
+    calib: PathBuf,
+}
+
 /// Runs `headroom export`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(args.fp16, "nothing to export: ask for --fp16 (INT8 and TensorRT engines come next)");
+    anyhow::ensure!(args.fp16 || args.int8, "nothing to export: ask for --fp16 and/or --int8");
+    anyhow::ensure!(!args.int8 || args.calib.is_some(), "--int8 needs calibration images: --calib DIR|data.yaml");
     let model = headroom_onnx::Model::load(&args.model)?;
+    let inspection = headroom_onnx::inspect::inspect(&model)?;
+    if args.int8 && inspection.dynamic && args.imgsz.is_none() {
+        anyhow::bail!(
+            "{}: the input is dynamic ({:?}): INT8 ranges hold for one size, give --imgsz (the metadata says {:?})",
+            args.model.display(),
+            inspection.input_shape.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            model.metadata.imgsz
+        );
+    }
+    if let Some(size) = args.imgsz {
+        anyhow::ensure!(
+            size >= 32 && size % 32 == 0 && size <= 4096,
+            "--imgsz {size}: must be a multiple of 32 between 32 and 4096"
+        );
+        anyhow::ensure!(
+            inspection.dynamic || inspection.input_shape.iter().skip(2).all(|d| d.known() == Some(i64::from(size))),
+            "--imgsz {size}: {} has a static input {:?}",
+            args.model.display(),
+            inspection.input_shape.iter().map(ToString::to_string).collect::<Vec<_>>()
+        );
+    }
     let stem = args.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let dir = match &args.out {
         Some(dir) => dir.clone(),
         None => args.model.parent().map(Path::to_path_buf).unwrap_or_default(),
     };
-    let path = dir.join(format!("{stem}.fp16.onnx"));
-    anyhow::ensure!(args.force || !path.exists(), "{} exists: add --force to replace it", path.display());
-    let (bytes, report) = headroom_onnx::fp16::to_fp16(&model, &headroom_onnx::fp16::Fp16Options::default())?;
+    let outputs = Outputs {
+        fp16: dir.join(format!("{stem}.fp16.onnx")),
+        int8: dir.join(format!("{stem}.int8.onnx")),
+        calib: dir.join(format!("{stem}.int8.calib")),
+    };
+    let mut planned = Vec::new();
+    if args.fp16 {
+        planned.push(&outputs.fp16);
+    }
+    if args.int8 {
+        planned.extend([&outputs.int8, &outputs.calib]);
+    }
+    for path in &planned {
+        anyhow::ensure!(args.force || !path.exists(), "{} exists: add --force to replace it", path.display());
+    }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    headroom_core::fsio::write_atomic(&path, &bytes)?;
+    if args.fp16 {
+        let (bytes, report) =
+            headroom_onnx::fp16::to_fp16(&model, &headroom_onnx::fp16::Fp16Options::default())?;
+        let bytes = with_imgsz(&model, bytes, args.imgsz)?;
+        headroom_core::fsio::write_atomic(&outputs.fp16, &bytes)?;
+        tracing::info!(
+            "{}: {} nodes in fp16, {} kept fp32, {} casts, {} values clamped to the fp16 range",
+            outputs.fp16.display(),
+            report.converted_nodes,
+            report.kept_nodes.len(),
+            report.casts_inserted,
+            report.clamped
+        );
+    }
+    let int8 = if args.int8 { Some(export_int8(&model, args, &outputs)?) } else { None };
+    let mut rows = vec![measure("fp32", &args.model, args)?];
+    if args.fp16 {
+        rows.push(measure("fp16", &outputs.fp16, args)?);
+    }
+    if args.int8 {
+        rows.push(measure("int8", &outputs.int8, args)?);
+    }
+    let engines = if args.engine { Some(build_engines(&model, args, &outputs)) } else { None };
+    print_report(args, &rows, int8.as_ref(), engines.as_ref())?;
+    match engines {
+        Some(Err(message)) => {
+            eprintln!("{message}");
+            Ok(Outcome::CheckFailed)
+        }
+        _ => Ok(Outcome::Success),
+    }
+}
+
+/// `bytes` with the `imgsz` metadata set to `[n, n]` when `imgsz` is given (a dynamic model
+/// calibrated at that size).
+fn with_imgsz(model: &headroom_onnx::Model, bytes: Vec<u8>, imgsz: Option<u32>) -> anyhow::Result<Vec<u8>> {
+    let Some(n) = imgsz else { return Ok(bytes) };
+    let meta = [("imgsz".to_string(), format!("[{n}, {n}]"))];
+    Ok(headroom_onnx::patch::write_weights(&bytes, &model.path, &Default::default(), &meta)?)
+}
+
+/// What the INT8 export did, for the report.
+#[derive(Debug, Default, serde::Serialize)]
+pub(super) struct Int8Summary {
+    method: String,
+    calibration_images: usize,
+    quantized_convs: usize,
+    float_convs: Vec<String>,
+    skipped_convs: Vec<(String, String)>,
+    cache_tensors: usize,
+    trt_version: String,
+    sensitivity: Vec<SensitivityStep>,
+}
+
+/// One step of the sensitivity search: Convs kept float and the mAP50-95 then.
+#[derive(Debug, serde::Serialize)]
+pub(super) struct SensitivityStep {
+    float_convs: usize,
+    map50_95: f64,
+}
+
+#[cfg(feature = "onnxruntime")]
+fn export_int8(model: &headroom_onnx::Model, args: &Args, outputs: &Outputs) -> anyhow::Result<Int8Summary> {
+    let result = int8::export(model, args)?;
+    let bytes = with_imgsz(model, result.model, args.imgsz)?;
+    headroom_core::fsio::write_atomic(&outputs.int8, &bytes)?;
+    headroom_core::fsio::write_atomic(&outputs.calib, result.cache.as_bytes())?;
     tracing::info!(
-        "{}: {} nodes in fp16, {} kept fp32, {} casts, {} values clamped to the fp16 range",
-        path.display(),
-        report.converted_nodes,
-        report.kept_nodes.len(),
-        report.casts_inserted,
-        report.clamped
+        "{}: {} Convs in int8, {} kept float; {}: {} tensors",
+        outputs.int8.display(),
+        result.summary.quantized_convs,
+        result.summary.float_convs.len(),
+        outputs.calib.display(),
+        result.summary.cache_tensors
     );
-    let rows = vec![measure("fp32", &args.model, args)?, measure("fp16", &path, args)?];
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+    Ok(result.summary)
+}
+
+#[cfg(not(feature = "onnxruntime"))]
+fn export_int8(_model: &headroom_onnx::Model, _args: &Args, _outputs: &Outputs) -> anyhow::Result<Int8Summary> {
+    Err(headroom_infer::Error::FeatureDisabled { feature: "onnxruntime" }.into())
+}
+
+/// An engine built (or the reason none was).
+#[derive(Debug, serde::Serialize)]
+pub(super) struct EngineRow {
+    precision: String,
+    engine: PathBuf,
+    sidecar: PathBuf,
+}
+
+/// Builds the engines asked for; `Err` holds the message (with the commands for the device) when
+/// trtexec is missing or a build failed.
+fn build_engines(
+    model: &headroom_onnx::Model,
+    args: &Args,
+    outputs: &Outputs,
+) -> Result<Vec<EngineRow>, String> {
+    use headroom_trt::{EngineInfo, EngineRequest, InputShape, Precision, Shapes};
+    let mut jobs = Vec::new();
+    if args.fp16 {
+        jobs.push((args.model.clone(), Precision::Fp16));
+    }
+    if args.int8 {
+        jobs.push((outputs.int8.clone(), Precision::Int8Qdq));
+    }
+    let dir = outputs.int8.parent().map(Path::to_path_buf).unwrap_or_default();
+    let size = args.imgsz.map(u64::from);
+    let input = model.graph.inputs.first().map(|i| i.name.clone()).unwrap_or_else(|| "images".into());
+    let static_dims: Option<Vec<u64>> = model
+        .graph
+        .inputs
+        .first()
+        .and_then(|i| i.shape.as_ref())
+        .and_then(|s| s.iter().map(|d| d.known().and_then(|v| u64::try_from(v).ok())).collect());
+    let dims = static_dims.clone().or_else(|| size.map(|n| vec![1, 3, n, n])).unwrap_or(vec![1, 3, 640, 640]);
+    let shapes = if static_dims.is_some() {
+        Shapes::Static
     } else {
-        println!("{:<6} {:>10} {:>14} {:>10}  file", "", "MB", "ms per image", "mAP50-95");
-        for r in &rows {
-            let ms = r.ms_per_image.map_or("-".into(), |v| format!("{v:.2}"));
-            let map = r.map50_95.map_or("-".into(), |v| format!("{v:.4}"));
-            println!(
-                "{:<6} {:>10.2} {:>14} {:>10}  {}",
-                r.precision,
-                r.bytes as f64 / 1e6,
-                ms,
-                map,
-                r.path.display()
-            );
+        Shapes::Dynamic { input: input.clone(), min: dims.clone(), opt: dims.clone(), max: dims.clone() }
+    };
+    let trtexec = headroom_trt::find_trtexec(args.trtexec.as_deref());
+    let mut rows = Vec::new();
+    let mut missing = Vec::new();
+    for (onnx, precision) in jobs {
+        let name = headroom_trt::engine_file_name(&onnx, &precision, &args.device, &args.trt_version);
+        let request = EngineRequest {
+            onnx: onnx.clone(),
+            precision: precision.clone(),
+            workspace_bytes: None,
+            timing_cache: Some(dir.join("trt-timing.cache")),
+            shapes: shapes.clone(),
+            out: dir.join(&name),
+        };
+        match headroom_trt::build_engine_with(&request, trtexec.as_deref()) {
+            Ok(built) => {
+                let version = built.version.unwrap_or(args.trt_version);
+                if version != args.trt_version {
+                    tracing::warn!(
+                        "trtexec is TensorRT {version}, not --trt-version {}: the engine name says {}",
+                        args.trt_version,
+                        args.trt_version
+                    );
+                }
+                let info = EngineInfo {
+                    engine: name.clone(),
+                    input: InputShape::fixed(&input, &dims),
+                    classes: model.metadata.names.clone().unwrap_or_default(),
+                    precision: precision.label().into(),
+                    tensorrt: version,
+                    gpu: built.gpu.unwrap_or_else(|| "unknown".into()),
+                    device: args.device.clone(),
+                    onnx_sha256: headroom_trt::sha256_file(&onnx).map_err(|e| e.to_string())?,
+                    calibration_sha256: None,
+                    headroom_version: env!("CARGO_PKG_VERSION").into(),
+                };
+                let sidecar = info.write(&request.out).map_err(|e| e.to_string())?;
+                rows.push(EngineRow { precision: precision.label().into(), engine: request.out, sidecar });
+            }
+            Err(headroom_trt::Error::TrtexecNotFound { command }) => missing.push(command),
+            Err(e) => return Err(e.to_string()),
         }
     }
-    Ok(Outcome::Success)
+    if missing.is_empty() {
+        Ok(rows)
+    } else {
+        Err(format!(
+            "trtexec not found (--trtexec, $TRTEXEC, {}, PATH): no engine built here. On the device, run:\n  {}",
+            headroom_trt::JETPACK_TRTEXEC,
+            missing.join("\n  ")
+        ))
+    }
+}
+
+fn print_report(
+    args: &Args,
+    rows: &[Row],
+    int8: Option<&Int8Summary>,
+    engines: Option<&Result<Vec<EngineRow>, String>>,
+) -> anyhow::Result<()> {
+    if args.json {
+        let engines = engines.and_then(|e| e.as_ref().ok());
+        let report = serde_json::json!({ "files": rows, "int8": int8, "engines": engines });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("{:<6} {:>10} {:>14} {:>10}  file", "", "MB", "ms per image", "mAP50-95");
+    for r in rows {
+        let ms = r.ms_per_image.map_or("-".into(), |v| format!("{v:.2}"));
+        let map = r.map50_95.map_or("-".into(), |v| format!("{v:.4}"));
+        println!("{:<6} {:>10.2} {:>14} {:>10}  {}", r.precision, r.bytes as f64 / 1e6, ms, map, r.path.display());
+    }
+    if let Some(s) = int8 {
+        println!(
+            "int8: {} calibration ({} images), {} Convs int8, {} kept float{}; cache: {} tensors for TensorRT {}",
+            s.method,
+            s.calibration_images,
+            s.quantized_convs,
+            s.float_convs.len(),
+            if s.float_convs.is_empty() { String::new() } else { format!(" ({})", s.float_convs.join(", ")) },
+            s.cache_tensors,
+            s.trt_version
+        );
+    }
+    if let Some(Ok(engines)) = engines {
+        for e in engines {
+            println!("engine {}: {} (+ {})", e.precision, e.engine.display(), e.sidecar.display());
+        }
+    }
+    Ok(())
 }
 
 /// Size, ONNX Runtime CPU time per image (median of 20 runs on a grey image, preprocessing and
@@ -94,9 +403,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
 fn measure(precision: &'static str, path: &Path, args: &Args) -> anyhow::Result<Row> {
     use headroom_infer::decode::DecodeOptions;
     let bytes = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?.len();
-    let options =
-        headroom_infer::provider::SessionOptions { intra_threads: args.threads, ..Default::default() };
-    let mut detector = headroom_infer::detector::Detector::open(path, &options)?;
+    let mut detector = int8::open_detector(path, args)?;
     let (w, h) = detector.input_size();
     let grey = image::RgbImage::from_pixel(w, h, image::Rgb([114, 114, 114]));
     let mut times = Vec::new();
@@ -108,21 +415,10 @@ fn measure(precision: &'static str, path: &Path, args: &Args) -> anyhow::Result<
     times.remove(0); // the first run allocates
     times.sort_by(f64::total_cmp);
     let map50_95 = match &args.data {
-        Some(data) => {
-            let config = headroom_core::dataset::DataConfig::load(data)?;
-            let split = headroom_core::dataset::Split::Val;
-            let images = headroom_core::dataset::load_split(&config, split, Default::default())?.images;
-            Some(super::eval::val_metrics(&mut detector, &images, &config.names)?.map50_95)
-        }
+        Some(data) => Some(int8::val_map(&mut detector, data)?),
         None => None,
     };
-    Ok(Row {
-        precision,
-        path: path.to_path_buf(),
-        bytes,
-        ms_per_image: Some(times[times.len() / 2]),
-        map50_95,
-    })
+    Ok(Row { precision, path: path.to_path_buf(), bytes, ms_per_image: Some(times[times.len() / 2]), map50_95 })
 }
 
 #[cfg(not(feature = "onnxruntime"))]

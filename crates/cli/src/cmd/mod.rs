@@ -45,7 +45,7 @@ pub enum Command {
     Train(train::Args),
     /// Evaluate an ONNX detector on a labelled dataset: precision, recall, mAP50, mAP50-95.
     Eval(eval::Args),
-    /// Export a detector for deployment: FP16 ONNX today (size, speed and mAP against FP32).
+    /// Export a detector for deployment: FP16 and INT8 (Q/DQ + TensorRT cache) ONNX, TensorRT engines.
     Export(export::Args),
     /// Describe an ONNX detector: family, input, classes, Detect head, modules, freeze points.
     Inspect(inspect::Args),
