@@ -1,6 +1,10 @@
-//! `headroom export --fp16` through the real binary: the FP16 file is half the size, ONNX Runtime
-//! runs it, its mAP50-95 equals the FP32 file's within 0.01 on a synthetic val split, every fixture
-//! family exports and runs, and an existing output is not replaced without `--force`.
+//! `headroom export` through the real binary: the FP16 file is half the size and keeps mAP50-95
+//! within 0.01; the INT8 Q/DQ file and the TensorRT calibration cache are written, ONNX Runtime runs
+//! the Q/DQ file and it keeps mAP50-95 within 2 points on a synthetic val split; `--sensitivity`
+//! keeps Convs float until the drop is met; every fixture family exports both and runs; engines are
+//! built through a stand-in trtexec, and without one the command for the device is printed; bad
+//! input (no or empty calibration folder, dynamic model without --imgsz, a model without a Detect
+//! head, existing outputs) gets a clear error.
 
 mod common;
 
@@ -8,8 +12,37 @@ mod common;
 mod with_onnxruntime {
     use crate::common::{demo_model, headroom, repo_root, s};
 
+    fn report(stdout: &[u8]) -> serde_json::Value {
+        serde_json::from_slice::<serde_json::Value>(stdout).expect("json report")
+    }
+
     fn rows(stdout: &[u8]) -> Vec<serde_json::Value> {
-        serde_json::from_slice::<Vec<serde_json::Value>>(stdout).expect("json report")
+        report(stdout)["files"].as_array().expect("files").clone()
+    }
+
+    fn stderr(output: &std::process::Output) -> String {
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    /// A synthetic dataset (base preset) with `train` and `val` images; returns its data.yaml.
+    fn synth(dir: &std::path::Path, train: &str, val: &str) -> std::path::PathBuf {
+        let data = dir.join("data");
+        let run = headroom(&[
+            "-q",
+            "synth",
+            "--preset",
+            "base",
+            "--seed",
+            "3",
+            "--train",
+            train,
+            "--val",
+            val,
+            "--out",
+            s(&data),
+        ]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        data.join("data.yaml")
     }
 
     #[test]
@@ -56,6 +89,245 @@ mod with_onnxruntime {
         assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
         let nothing = headroom(&["export", "--model", s(&model)]);
         assert!(String::from_utf8_lossy(&nothing.stderr).contains("nothing to export"));
+    }
+
+    #[test]
+    fn int8_writes_qdq_and_a_calibration_cache_and_keeps_the_demo_models_map() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path(), "40", "32");
+        let model = demo_model();
+        let out = dir.path().join("out");
+        let args = [
+            "-q",
+            "export",
+            "--model",
+            s(&model),
+            "--int8",
+            "--calib",
+            s(&data),
+            "--data",
+            s(&data),
+            "--out",
+            s(&out),
+            "--threads",
+            "1",
+            "--json",
+        ];
+        let run = headroom(&args);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let json = report(&run.stdout);
+        let files = json["files"].as_array().expect("files");
+        let (fp32, int8) = (&files[0], &files[1]);
+        assert_eq!(int8["precision"], "int8");
+        let size = |r: &serde_json::Value| r["bytes"].as_f64().expect("bytes");
+        assert!(size(int8) < 0.3 * size(fp32), "int8 weights take a quarter: {files:?}");
+        let map = |r: &serde_json::Value| r["map50_95"].as_f64().expect("map");
+        assert!(map(fp32) > 0.3 && map(fp32) - map(int8) < 0.02, "{files:?}");
+        let summary = &json["int8"];
+        assert_eq!(summary["method"], "percentile-99.99");
+        assert_eq!(summary["calibration_images"], 40);
+        assert_eq!(summary["quantized_convs"], 63, "every YOLOv8n Conv but DFL's");
+        // Fewer than 32 images warn; 40 do not.
+        assert!(!stderr(&run).contains("calibration images in"), "{}", stderr(&run));
+
+        let cache = std::fs::read_to_string(out.join("yolov8n-shapes-160.int8.calib")).expect("cache");
+        let (version, entries) = headroom_onnx::calib_cache::read_cache(&cache).expect("a valid cache");
+        assert_eq!(version, 100300);
+        assert!(entries.len() > 100, "{} tensors", entries.len());
+        let images = entries.iter().find(|(n, _)| n == "images").expect("the input has a range");
+        let amax = headroom_onnx::calib_cache::amax_of(images.1);
+        assert!((amax - 1.0).abs() < 1e-6, "pixels / 255 keep their whole range: {amax}");
+        assert!(!entries.iter().any(|(n, _)| n == "output0"), "the decode is not in the cache");
+
+        let again = headroom(&args);
+        assert_eq!(again.status.code(), Some(2));
+        assert!(stderr(&again).contains("add --force"), "{}", stderr(&again));
+    }
+
+    #[test]
+    fn sensitivity_keeps_convs_float_until_the_drop_is_met() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path(), "24", "24");
+        let model = demo_model();
+        let out = dir.path().join("out");
+        // --max-drop 0 with entropy (the method that loses most here): the search must go on until
+        // no drop is left, which all-float guarantees.
+        let run = headroom(&[
+            "-q",
+            "export",
+            "--model",
+            s(&model),
+            "--int8",
+            "--calib",
+            s(&data),
+            "--data",
+            s(&data),
+            "--out",
+            s(&out),
+            "--method",
+            "entropy",
+            "--sensitivity",
+            "--max-drop",
+            "0",
+            "--threads",
+            "1",
+            "--json",
+        ]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let json = report(&run.stdout);
+        let steps = json["int8"]["sensitivity"].as_array().expect("steps");
+        let fp32 = json["files"][0]["map50_95"].as_f64().expect("fp32 map");
+        let last = steps.last().expect("a step");
+        assert!(steps.len() >= 2, "{steps:?}");
+        assert!(last["map50_95"].as_f64().expect("map") >= fp32 - 1e-9, "{steps:?} vs {fp32}");
+        let float = json["int8"]["float_convs"].as_array().expect("float convs").len();
+        assert_eq!(float, last["float_convs"].as_u64().expect("count") as usize);
+        assert_eq!(json["int8"]["quantized_convs"].as_u64(), Some(63 - float as u64));
+        assert!(String::from_utf8_lossy(&run.stderr).contains("only 24 calibration images"));
+        let without =
+            headroom(&["export", "--model", s(&model), "--int8", "--calib", s(&data), "--sensitivity"]);
+        assert_eq!(without.status.code(), Some(2), "--sensitivity needs --data");
+    }
+
+    #[test]
+    fn every_fixture_family_exports_to_int8_and_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path(), "4", "1");
+        let images = data.parent().expect("dir").join("images/train");
+        let fixtures = repo_root().join("tests/fixtures/onnx");
+        let mut count = 0;
+        for entry in std::fs::read_dir(&fixtures).expect("fixtures").flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "onnx") {
+                continue;
+            }
+            let name = path.file_name().and_then(|n| n.to_str()).expect("name").to_string();
+            let mut args = vec![
+                "-q",
+                "export",
+                "--model",
+                s(&path),
+                "--int8",
+                "--fp16",
+                "--calib",
+                s(&images),
+                "--out",
+                s(dir.path()),
+                "--threads",
+                "1",
+                "--json",
+            ];
+            if name.contains("dynamic") {
+                let refused = headroom(&args);
+                assert_eq!(refused.status.code(), Some(2), "{name}: dynamic without --imgsz");
+                assert!(stderr(&refused).contains("--imgsz"), "{}", stderr(&refused));
+                args.extend(["--imgsz", "160"]);
+            }
+            let run = headroom(&args);
+            assert!(run.status.success(), "{name}: {}", stderr(&run));
+            let files = rows(&run.stdout);
+            assert_eq!(files.len(), 3, "{name}");
+            assert!(files[2]["ms_per_image"].as_f64().is_some(), "{name}: ONNX Runtime ran the Q/DQ file");
+            let stem = name.trim_end_matches(".onnx");
+            assert!(dir.path().join(format!("{stem}.int8.calib")).is_file(), "{name}");
+            assert!(stderr(&run).contains("only 4 calibration images"), "{name}: warns about few images");
+            count += 1;
+        }
+        assert!(count >= 5, "{count} fixtures");
+    }
+
+    #[test]
+    fn bad_calibration_input_gets_a_clear_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let model = demo_model();
+        let out = dir.path().join("out");
+        let base = ["export", "--model", s(&model), "--int8", "--out", s(&out)];
+        let no_calib = headroom(&base);
+        assert!(stderr(&no_calib).contains("--calib"), "{}", stderr(&no_calib));
+        let empty = dir.path().join("empty");
+        std::fs::create_dir_all(&empty).expect("mkdir");
+        std::fs::write(empty.join("notes.txt"), "not an image").expect("write");
+        let run = headroom(&[&base[..], &["--calib", s(&empty)]].concat());
+        assert_eq!(run.status.code(), Some(2));
+        assert!(stderr(&run).contains("has no images in"), "{}", stderr(&run));
+        let missing = headroom(&[&base[..], &["--calib", s(&dir.path().join("nope"))]].concat());
+        assert!(stderr(&missing).contains("no such folder"), "{}", stderr(&missing));
+        let broken = dir.path().join("broken");
+        std::fs::create_dir_all(&broken).expect("mkdir");
+        std::fs::write(broken.join("a.jpg"), b"\xff\xd8 not really").expect("write");
+        let run = headroom(&[&base[..], &["--calib", s(&broken)]].concat());
+        assert_eq!(run.status.code(), Some(2));
+        assert!(stderr(&run).contains("a.jpg"), "names the unreadable image: {}", stderr(&run));
+        assert!(!out.join("yolov8n-shapes-160.int8.onnx").exists(), "nothing half-written");
+        // A model without a Detect head: the trunk of the demo model, cut out of it.
+        let demo = headroom_onnx::Model::load(&model).expect("demo model");
+        let trunk =
+            headroom_onnx::extract::extract(&demo, &["/model.9/cv2/act/Mul_output_0".into()]).expect("cut");
+        let headless = dir.path().join("trunk.onnx");
+        std::fs::write(&headless, trunk).expect("write");
+        let run = headroom(&["export", "--model", s(&headless), "--fp16", "--out", s(&out)]);
+        assert_eq!(run.status.code(), Some(2));
+        assert!(stderr(&run).contains("trunk.onnx"), "{}", stderr(&run));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn engines_are_built_through_trtexec_or_the_command_is_printed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let model = demo_model();
+        let out = dir.path().join("out");
+        let args = [
+            "-q",
+            "export",
+            "--model",
+            s(&model),
+            "--fp16",
+            "--out",
+            s(&out),
+            "--engine",
+            "--device",
+            "orin-nano-8",
+        ];
+        // No trtexec anywhere: the ONNX files are written, the command for the device printed, exit 1.
+        let none = headroom_command_env(&args, &[("PATH", "/usr/bin:/bin"), ("TRTEXEC", "")]);
+        assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
+        assert!(stderr(&none).contains("On the device, run:"), "{}", stderr(&none));
+        assert!(stderr(&none).contains("/usr/src/tensorrt/bin/trtexec --onnx="), "{}", stderr(&none));
+        assert!(out.join("yolov8n-shapes-160.fp16.onnx").is_file());
+        // A stand-in trtexec that writes the plan and prints what TensorRT 10.3 prints.
+        let fake = dir.path().join("trtexec");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --saveEngine=*) printf plan > \"${a#--saveEngine=}\";; esac; done\n\
+             echo '[TensorRT v100300] [b30] # trtexec'\necho '[I] Selected Device: Orin'\n",
+        )
+        .expect("write");
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let built = headroom(&[&args[..], &["--force", "--trtexec", s(&fake)]].concat());
+        assert!(built.status.success(), "{}", stderr(&built));
+        let engine = out.join("yolov8n-shapes-160.fp16.orin-nano-8.trt10.3.engine");
+        assert_eq!(std::fs::read(&engine).expect("engine"), b"plan");
+        let sidecar: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("{}.json", engine.display())).expect("sidecar"),
+        )
+        .expect("json");
+        assert_eq!(sidecar["gpu"], "Orin");
+        assert_eq!(sidecar["tensorrt"], "10.3.0");
+        assert_eq!(sidecar["precision"], "fp16");
+        assert_eq!(sidecar["classes"].as_array().map(Vec::len), Some(3));
+    }
+
+    fn headroom_command_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        let mut command = crate::common::headroom_command();
+        for (k, v) in env {
+            if v.is_empty() {
+                command.env_remove(k);
+            } else {
+                command.env(k, v);
+            }
+        }
+        command.args(args).output().expect("runs")
     }
 
     #[test]

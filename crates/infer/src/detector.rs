@@ -122,7 +122,7 @@ impl Detector {
     pub fn set_input_size(&mut self, width: u32, height: u32) -> Result<()> {
         let dims = self.session.inputs().first().and_then(|i| i.dtype().tensor_shape().map(|s| s.to_vec()));
         let is_static = matches!(dims.as_deref(), Some([_, 3, h, w]) if *h > 0 && *w > 0);
-        let fits = width > 0 && height > 0 && width % 32 == 0 && height % 32 == 0;
+        let fits = width > 0 && height > 0 && width.is_multiple_of(32) && height.is_multiple_of(32);
         if !fits || (is_static && (width, height) != self.input_size) {
             let input = if is_static {
                 format!("static {}x{}", self.input_size.0, self.input_size.1)
@@ -131,7 +131,9 @@ impl Detector {
             };
             return Err(Error::Session {
                 path: self.path.clone(),
-                reason: format!("cannot run at {width}x{height}: the input is {input} (sizes are multiples of 32)"),
+                reason: format!(
+                    "cannot run at {width}x{height}: the input is {input} (sizes are multiples of 32)"
+                ),
             });
         }
         self.input_size = (width, height);

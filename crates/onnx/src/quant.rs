@@ -84,18 +84,27 @@ pub fn sites(model: &Model) -> Result<Sites> {
     if model.opset < MIN_QDQ_OPSET {
         return Err(export_error(
             model,
-            format!("opset {} is below {MIN_QDQ_OPSET}, the first with per-channel DequantizeLinear: re-export with opset >= 13", model.opset),
+            format!(
+                "opset {} is below {MIN_QDQ_OPSET}, the first with per-channel DequantizeLinear: re-export with opset >= 13",
+                model.opset
+            ),
         ));
     }
     let ops = import_ops(graph, model.opset)?;
     let types = element_types(graph, &ops);
-    if let Some(init) = graph.initializer.iter().find(|t| t.data_type() != FLOAT && is_float_type(t.data_type())) {
-        return Err(export_error(model, format!("`{}` is not float32: quantize the float32 model", init.name())));
+    if let Some(init) =
+        graph.initializer.iter().find(|t| t.data_type() != FLOAT && is_float_type(t.data_type()))
+    {
+        return Err(export_error(
+            model,
+            format!("`{}` is not float32: quantize the float32 model", init.name()),
+        ));
     }
     let inspection = crate::inspect::inspect(model)?;
     let head: Vec<String> =
         inspection.head.levels.iter().flat_map(|l| [l.box_output.clone(), l.class_output.clone()]).collect();
-    let input = model.graph.inputs.first().map(|i| i.name.clone()).ok_or_else(|| export_error(model, "no input"))?;
+    let input =
+        model.graph.inputs.first().map(|i| i.name.clone()).ok_or_else(|| export_error(model, "no input"))?;
     let from_image = computes_from(graph, &ops, [input.clone()]);
     let decode = computes_from(graph, &ops, head);
     let initializers: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
@@ -123,7 +132,10 @@ pub fn sites(model: &Model) -> Result<Sites> {
         });
     }
     if convs.is_empty() {
-        return Err(export_error(model, "no Conv computing from the image outside the decode: nothing to quantize"));
+        return Err(export_error(
+            model,
+            "no Conv computing from the image outside the decode: nothing to quantize",
+        ));
     }
     let decode_nodes = decode.iter().filter(|d| **d).count();
     Ok(Sites { convs, skipped, tensors, input, decode_nodes })
@@ -256,14 +268,23 @@ pub fn to_int8(
         let (q, scales) = quantize_weight(values, channels);
         let dims: Vec<i64> = weight.dims.iter().map(|d| *d as i64).collect();
         let base = site.weight.clone();
-        let (q_name, scale, zero) =
-            (fresh(format!("{base}_quantized")), fresh(format!("{base}_scale")), fresh(format!("{base}_zero_point")));
+        let (q_name, scale, zero) = (
+            fresh(format!("{base}_quantized")),
+            fresh(format!("{base}_scale")),
+            fresh(format!("{base}_zero_point")),
+        );
         new_initializers.push(int8_tensor(&q_name, &dims, &q));
         new_initializers.push(float_tensor(&scale, &[channels as i64], &scales));
         new_initializers.push(int8_tensor(&zero, &[channels as i64], &vec![0; channels]));
         let dq = fresh(format!("{base}_DequantizeLinear"));
         let dq_out = fresh(format!("{base}_dequantized"));
-        before.entry(at).or_default().push(node("DequantizeLinear", &dq, &[&q_name, &scale, &zero], &dq_out, Some(0)));
+        before.entry(at).or_default().push(node(
+            "DequantizeLinear",
+            &dq,
+            &[&q_name, &scale, &zero],
+            &dq_out,
+            Some(0),
+        ));
         rewire.push((at, 1, dq_out));
         report.weights += 1;
         report.quantized += 1;

@@ -52,14 +52,15 @@ pub struct Args {
     /// At most this many calibration images, evenly spread over the sorted list.
     #[arg(long, default_value_t = 500, value_parser = super::provider_args::count_arg::<1, 100000>)]
     pub calib_images: usize,
-    /// How each tensor's range is chosen from its calibration histogram.
-    #[arg(long, value_enum, default_value_t = MethodArg::Entropy)]
+    /// How each tensor's range is chosen from its calibration histogram (percentile by default:
+    /// the most accurate on the benchmarks of docs/BENCHMARKS.md "Export").
+    #[arg(long, value_enum, default_value_t = MethodArg::Percentile)]
     pub method: MethodArg,
     /// The percentile kept by `--method percentile`.
     #[arg(long, default_value_t = 99.99, value_parser = percentile_arg)]
     pub percentile: f64,
     /// Keep the Convs whose INT8 error is largest in float until the mAP50-95 drop on --data's val
-    /// split is at most --max-drop.
+    /// split is at most --max-drop (Convs ranked by the output error each causes alone).
     #[arg(long, requires = "data")]
     pub sensitivity: bool,
     /// The mAP50-95 drop (points) --sensitivity allows.
@@ -111,6 +112,7 @@ fn drop_arg(text: &str) -> Result<f64, String> {
 
 impl Args {
     /// The calibration method asked for.
+    #[cfg_attr(not(feature = "onnxruntime"), allow(dead_code))]
     pub fn method(&self) -> Method {
         match self.method {
             MethodArg::Minmax => Method::MinMax,
@@ -141,7 +143,10 @@ struct Outputs {
 /// Runs `headroom export`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     anyhow::ensure!(args.fp16 || args.int8, "nothing to export: ask for --fp16 and/or --int8");
-    anyhow::ensure!(!args.int8 || args.calib.is_some(), "--int8 needs calibration images: --calib DIR|data.yaml");
+    anyhow::ensure!(
+        !args.int8 || args.calib.is_some(),
+        "--int8 needs calibration images: --calib DIR|data.yaml"
+    );
     let model = headroom_onnx::Model::load(&args.model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
     if args.int8 && inspection.dynamic && args.imgsz.is_none() {
@@ -154,11 +159,12 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     }
     if let Some(size) = args.imgsz {
         anyhow::ensure!(
-            size >= 32 && size % 32 == 0 && size <= 4096,
+            size >= 32 && size.is_multiple_of(32) && size <= 4096,
             "--imgsz {size}: must be a multiple of 32 between 32 and 4096"
         );
         anyhow::ensure!(
-            inspection.dynamic || inspection.input_shape.iter().skip(2).all(|d| d.known() == Some(i64::from(size))),
+            inspection.dynamic
+                || inspection.input_shape.iter().skip(2).all(|d| d.known() == Some(i64::from(size))),
             "--imgsz {size}: {} has a static input {:?}",
             args.model.display(),
             inspection.input_shape.iter().map(ToString::to_string).collect::<Vec<_>>()
@@ -264,7 +270,11 @@ fn export_int8(model: &headroom_onnx::Model, args: &Args, outputs: &Outputs) -> 
 }
 
 #[cfg(not(feature = "onnxruntime"))]
-fn export_int8(_model: &headroom_onnx::Model, _args: &Args, _outputs: &Outputs) -> anyhow::Result<Int8Summary> {
+fn export_int8(
+    _model: &headroom_onnx::Model,
+    _args: &Args,
+    _outputs: &Outputs,
+) -> anyhow::Result<Int8Summary> {
     Err(headroom_infer::Error::FeatureDisabled { feature: "onnxruntime" }.into())
 }
 
@@ -375,7 +385,14 @@ fn print_report(
     for r in rows {
         let ms = r.ms_per_image.map_or("-".into(), |v| format!("{v:.2}"));
         let map = r.map50_95.map_or("-".into(), |v| format!("{v:.4}"));
-        println!("{:<6} {:>10.2} {:>14} {:>10}  {}", r.precision, r.bytes as f64 / 1e6, ms, map, r.path.display());
+        println!(
+            "{:<6} {:>10.2} {:>14} {:>10}  {}",
+            r.precision,
+            r.bytes as f64 / 1e6,
+            ms,
+            map,
+            r.path.display()
+        );
     }
     if let Some(s) = int8 {
         println!(
@@ -418,7 +435,13 @@ fn measure(precision: &'static str, path: &Path, args: &Args) -> anyhow::Result<
         Some(data) => Some(int8::val_map(&mut detector, data)?),
         None => None,
     };
-    Ok(Row { precision, path: path.to_path_buf(), bytes, ms_per_image: Some(times[times.len() / 2]), map50_95 })
+    Ok(Row {
+        precision,
+        path: path.to_path_buf(),
+        bytes,
+        ms_per_image: Some(times[times.len() / 2]),
+        map50_95,
+    })
 }
 
 #[cfg(not(feature = "onnxruntime"))]

@@ -101,8 +101,16 @@ pub(super) fn export(model: &headroom_onnx::Model, args: &Args) -> anyhow::Resul
     super::super::progress::end(&bar, calibration.is_ok());
     let calibration = calibration?;
     let method = args.method();
-    let amax: HashMap<String, f32> =
-        calibration.histograms.iter().map(|(name, h)| (name.clone(), h.amax(method))).collect();
+    // The image's range is known by construction (pixels / 255): clipping it, as a percentile or
+    // the entropy search would (the brightest ~10 % of pixel values on the demo data), only loses.
+    let amax: HashMap<String, f32> = calibration
+        .histograms
+        .iter()
+        .map(|(name, h)| {
+            let m = if *name == sites.input { quant::Method::MinMax } else { method };
+            (name.clone(), h.amax(m))
+        })
+        .collect();
     if let Some((name, h)) = calibration.histograms.iter().find(|(_, h)| h.non_finite > 0) {
         tracing::warn!("`{name}` took {} NaN or infinite values during calibration", h.non_finite);
     }
@@ -186,8 +194,11 @@ fn sensitivity(
     let mut inputs = Vec::new();
     for path in images.iter().take(SENSITIVITY_IMAGES) {
         let image = headroom_core::imageio::read_rgb(path)?;
-        let geometry =
-            fp32.input_geometry(headroom_core::preprocess::Preprocess::Predict, image.width(), image.height());
+        let geometry = fp32.input_geometry(
+            headroom_core::preprocess::Preprocess::Predict,
+            image.width(),
+            image.height(),
+        );
         let input = to_nchw(&geometry.apply(&image));
         let reference = fp32.raw_output(&input)?;
         inputs.push((input, reference));
@@ -221,7 +232,9 @@ fn sensitivity(
         );
         if baseline - map <= allowed || count_now == errors.len() {
             if baseline - map > allowed {
-                tracing::warn!("every Conv float and the drop is still above --max-drop: the loss is elsewhere");
+                tracing::warn!(
+                    "every Conv float and the drop is still above --max-drop: the loss is elsewhere"
+                );
             }
             return Ok(keep);
         }
