@@ -66,7 +66,11 @@ pub fn is_float_node(graph: &GraphProto, ops: &[Op], types: &HashMap<String, i32
 
 /// Per node: whether it computes from the values of `seeds`, directly or through other nodes
 /// (`Shape` reads only dims: nothing flows through it).
-pub(crate) fn computes_from(graph: &GraphProto, ops: &[Op], seeds: impl IntoIterator<Item = String>) -> Vec<bool> {
+pub(crate) fn computes_from(
+    graph: &GraphProto,
+    ops: &[Op],
+    seeds: impl IntoIterator<Item = String>,
+) -> Vec<bool> {
     let mut reached: HashSet<String> = seeds.into_iter().collect();
     let mut nodes = vec![false; graph.node.len()];
     for (n, (node, op)) in graph.node.iter().zip(ops).enumerate() {
