@@ -1,0 +1,198 @@
+//! The fit ladder: from the configuration asked for, one rung at a time, cheapest accuracy cost
+//! first — batch down (accumulation keeps the nominal batch) → checkpointing → AMP (GPU) → freeze
+//! more (all → neck+head → head) → feature cache → imgsz down (multiples of the stride) → advise a
+//! smaller student. The first candidate whose estimate fits the budget is chosen.
+
+use headroom_onnx::Trainable;
+use serde::Serialize;
+
+use crate::Error;
+use crate::memory::{Estimate, Planner, Setup};
+
+/// One configuration of the ladder.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// What this rung changed (`start`, `batch 4`, `checkpoint`, `amp`, `train head`, `cache`,
+    /// `imgsz 512`).
+    pub rung: String,
+    /// The estimate.
+    pub estimate: Estimate,
+    /// Whether the peak fits the budget.
+    pub fits: bool,
+    /// Expected time per epoch relative to the first candidate (rough: see [`rung_cost`]).
+    pub time: f64,
+    /// Expected accuracy risk of everything changed so far: `none`, `low`, `medium`, `high`.
+    pub risk: &'static str,
+}
+
+/// The ladder's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// Bytes available to training.
+    pub budget: u64,
+    /// Every rung, in ladder order.
+    pub candidates: Vec<Candidate>,
+    /// Index of the chosen candidate (the first that fits), if any.
+    pub chosen: Option<usize>,
+    /// The smallest estimated peak of any candidate: the least budget that would fit one.
+    pub minimum: u64,
+    /// Runtime and weights alone (the least any training of this model needs).
+    pub floor: u64,
+    /// Advice when nothing fits (a smaller student, ...).
+    pub advice: Option<String>,
+}
+
+/// Time factor and accuracy risk of one rung (rough, from docs/BENCHMARKS.md where measured):
+/// halving the batch ×1.1 (less parallel work per pass, same images per step), checkpointing ×1.35
+/// (measured 1.36 on YOLOv8n), AMP ×0.6 on a GPU, freezing more ×0.7, the feature cache ×0.3
+/// (the trunk no longer runs), imgsz down by its pixel ratio.
+pub fn rung_cost(rung: &str) -> (f64, &'static str) {
+    match rung.split(' ').next().unwrap_or_default() {
+        "batch" => (1.1, "none"),
+        "checkpoint" => (1.35, "none"),
+        "amp" => (0.6, "low"),
+        "train" => (0.7, "medium"),
+        "cache" => (0.3, "low"),
+        "imgsz" => (0.65, "high"),
+        _ => (1.0, "none"),
+    }
+}
+
+fn worse(a: &'static str, b: &'static str) -> &'static str {
+    let rank = |r: &str| ["none", "low", "medium", "high"].iter().position(|x| *x == r).unwrap_or(0);
+    if rank(b) > rank(a) { b } else { a }
+}
+
+/// Coarser trainable parts than `t`, in order (all → neck+head → head).
+fn freeze_more(t: Trainable) -> Vec<Trainable> {
+    match t {
+        Trainable::Freeze(_) => vec![Trainable::NeckHead, Trainable::Head],
+        Trainable::NeckHead => vec![Trainable::Head],
+        Trainable::Head => vec![],
+    }
+}
+
+/// Input sizes below `imgsz` to try: about 80 % each step, multiples of `stride`, down to `4·stride`.
+fn smaller_sizes(imgsz: [u32; 2], stride: u32) -> Vec<[u32; 2]> {
+    let mut sizes = Vec::new();
+    let mut s = imgsz;
+    loop {
+        let next = s.map(|v| ((v as f64 * 0.8) as u32 / stride).max(4) * stride);
+        if next == s || next[0] < 4 * stride {
+            break;
+        }
+        sizes.push(next);
+        s = next;
+    }
+    sizes
+}
+
+/// Runs the ladder from `start` against `budget` bytes. `gpu`: whether AMP is a rung.
+/// The start's own settings are respected as floors: a rung never raises the batch, turns
+/// checkpointing off, or trains more.
+pub fn plan(planner: &mut Planner<'_>, start: &Setup, budget: u64, gpu: bool) -> Result<Plan, Error> {
+    let first = planner.estimate(start)?;
+    let floor = first.components.runtime + first.components.weights;
+    let mut candidates = vec![Candidate {
+        rung: "start".into(),
+        fits: first.peak <= budget,
+        estimate: first,
+        time: 1.0,
+        risk: "none",
+    }];
+    let mut s = start.clone();
+    let mut push = |rung: String, s: &Setup, planner: &mut Planner<'_>| -> Result<(), Error> {
+        let Some(last) = candidates.last() else { return Ok(()) };
+        let (factor, risk) = rung_cost(&rung);
+        let (time, risk) = (last.time * factor, worse(last.risk, risk));
+        let estimate = planner.estimate(s)?;
+        candidates.push(Candidate { rung, fits: estimate.peak <= budget, estimate, time, risk });
+        Ok(())
+    };
+    while s.batch > 1 {
+        s.batch = s.batch.div_ceil(2).max(1);
+        push(format!("batch {}", s.batch), &s, planner)?;
+    }
+    if !s.checkpoint {
+        s.checkpoint = true;
+        push("checkpoint".into(), &s, planner)?;
+    }
+    if gpu && !s.amp {
+        s.amp = true;
+        push("amp".into(), &s, planner)?;
+    }
+    for t in freeze_more(s.trainable) {
+        s.trainable = t;
+        push(format!("train {t}"), &s, planner)?;
+    }
+    if !s.cache_features {
+        s.cache_features = true;
+        push("cache".into(), &s, planner)?;
+    }
+    if planner.fixed_size().is_none() {
+        for size in smaller_sizes(s.imgsz, planner.stride()) {
+            s.imgsz = size;
+            push(format!("imgsz {}", size[0]), &s, planner)?;
+        }
+    }
+    let chosen = candidates.iter().position(|c| c.fits);
+    let minimum = candidates.iter().map(|c| c.estimate.peak).min().unwrap_or(0);
+    let advice = chosen.is_none().then(|| {
+        if budget < floor {
+            format!(
+                "the runtime and the model's weights alone need {}: this budget cannot hold any training of \
+                 this model",
+                crate::format_size(floor)
+            )
+        } else {
+            format!(
+                "no rung fits: the smallest needs {}; free memory (stop other processes, lower --reserve), or \
+                 train a smaller student (fewer channels, e.g. a yolov8n instead of a yolov8s)",
+                crate::format_size(minimum)
+            )
+        }
+    });
+    Ok(Plan { budget, candidates, chosen, minimum, floor, advice })
+}
+
+/// The next rung down that a running training can take without rebuilding its model: halve the
+/// batch (accumulation keeps the nominal batch), then checkpointing, then AMP on a GPU. `None`
+/// when none is left (freezing more or a smaller input needs a new run: `headroom plan` says which).
+pub fn step_down(
+    batch: usize,
+    checkpoint: bool,
+    amp: bool,
+    gpu: bool,
+) -> Option<(String, usize, bool, bool)> {
+    if batch > 1 {
+        let b = batch / 2;
+        return Some((format!("batch {b}"), b, checkpoint, amp));
+    }
+    if !checkpoint {
+        return Some(("checkpoint".into(), batch, true, amp));
+    }
+    if gpu && !amp {
+        return Some(("amp".into(), batch, checkpoint, true));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_run_rungs_go_batch_then_checkpoint_then_amp() {
+        assert_eq!(step_down(4, false, false, false).map(|r| r.1), Some(2));
+        assert_eq!(step_down(1, false, false, false).map(|r| r.2), Some(true));
+        assert_eq!(step_down(1, true, false, false), None);
+        assert_eq!(step_down(1, true, false, true).map(|r| r.0), Some("amp".to_string()));
+    }
+
+    #[test]
+    fn smaller_sizes_are_stride_multiples() {
+        let sizes = smaller_sizes([640, 640], 32);
+        assert_eq!(sizes.first(), Some(&[512, 512]));
+        assert!(sizes.iter().all(|s| s[0] % 32 == 0 && s[0] >= 128));
+    }
+}

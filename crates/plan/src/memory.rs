@@ -1,0 +1,495 @@
+//! The memory estimate of one training configuration, by component, from the graph itself.
+//!
+//! A training process holds, at its worst moment:
+//! - **state** for the whole run: the runtime (libtorch, ONNX Runtime, per device preset), the
+//!   weights (every copy the process keeps), the trainable parameters' gradients, the optimiser's
+//!   state, the averaged weights (EMA and the starting weights), the feature cache's pages;
+//! - plus the larger of two **phases** of each pass:
+//!   - trunk: the input batch and the frozen trunk's live tensors under no-grad (its cut included);
+//!   - head: the cut, the activations autograd keeps (plain), or the segment boundaries plus one
+//!     recomputed segment (checkpointed), the gradient buffers of backward, the loss' temporaries.
+//!
+//! Activations come from [`crate::graph_memory`]: the executor's freeing rule simulated over the
+//! graph's inferred shapes, with what libtorch's autograd saves per op ([`crate::saved`]).
+
+use std::collections::{HashMap, HashSet};
+
+use headroom_onnx::inspect::Inspection;
+use headroom_onnx::{Dim, Graph, Model, Partition, Trainable};
+use serde::Serialize;
+
+use crate::Error;
+use crate::graph_memory::{FLOAT_BYTES, Storages, node_backward, node_saved, requiring_grad, simulate};
+
+/// The optimiser (its state per trainable parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    /// SGD: one momentum buffer.
+    Sgd,
+    /// AdamW: two moment buffers.
+    AdamW,
+}
+
+/// What runs the frozen trunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrunkRuntime {
+    /// ONNX Runtime on the trunk cut out of the same file (a copy of the trunk's weights in its session).
+    Ort,
+    /// headroom's libtorch executor.
+    Torch,
+}
+
+/// One training configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Setup {
+    /// What trains.
+    pub trainable: Trainable,
+    /// Images per pass.
+    pub batch: usize,
+    /// Nominal batch (accumulation keeps it).
+    pub nbs: usize,
+    /// Input `[height, width]`.
+    pub imgsz: [u32; 2],
+    /// Checkpointed segments.
+    pub checkpoint: bool,
+    /// Mixed precision (CUDA only).
+    pub amp: bool,
+    /// The optimiser.
+    pub optimizer: Optimizer,
+    /// What runs the trunk.
+    pub trunk: TrunkRuntime,
+    /// Cached trunk outputs: no trunk runs during epochs.
+    pub cache_features: bool,
+    /// Objects per image the loss' assigner is sized for.
+    pub objects: usize,
+    /// Training images (the feature cache's size).
+    pub images: usize,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            trainable: Trainable::Head,
+            batch: 2,
+            nbs: 64,
+            imgsz: [640, 640],
+            checkpoint: true,
+            amp: false,
+            optimizer: Optimizer::AdamW,
+            trunk: TrunkRuntime::Ort,
+            cache_features: false,
+            objects: 16,
+            images: 0,
+        }
+    }
+}
+
+/// Bytes by component (see the module docs); the peak is the state plus the larger phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Components {
+    /// libtorch, ONNX Runtime and (on a GPU) the CUDA context.
+    pub runtime: u64,
+    /// Every copy of the weights the process keeps.
+    pub weights: u64,
+    /// Gradients of the trainable parameters (fp32).
+    pub gradients: u64,
+    /// Optimiser state (SGD 1×, AdamW 2× the trainable parameters).
+    pub optimizer: u64,
+    /// Averaged weights (EMA) and the starting weights, 2× the trainable parameters; plus the
+    /// fp16 weight casts autocast caches under AMP.
+    pub averages: u64,
+    /// What libtorch keeps after the first pass (oneDNN's kernels, primitive cache and scratchpad,
+    /// the allocator's retained heap): [`WARMUP_BASE`] plus [`WARMUP_PER_CONV`] per trainable Conv.
+    pub warmup: u64,
+    /// The feature cache's pages a pass touches (one batch of fp16 cut tensors). The whole file
+    /// ([`Estimate::cache_file`]) is file-backed page cache the kernel drops under pressure, so it
+    /// is reported beside the peak, not in it.
+    pub cache: u64,
+    /// Trunk phase: the input batch.
+    pub input: u64,
+    /// Trunk phase: the trunk's live tensors at its worst node, cut included.
+    pub trunk: u64,
+    /// Head phase: the cut (trunk outputs the trainable part reads).
+    pub cut: u64,
+    /// Head phase: activations kept for backward (plain) or boundaries + one recomputed segment.
+    pub activations: u64,
+    /// Head phase: gradient buffers alive during backward, with what the loss keeps for it.
+    pub backward: u64,
+    /// Head phase: the loss' and assigner's temporaries at the loss' own peak.
+    pub loss: u64,
+}
+
+impl Components {
+    /// The run-long state.
+    pub fn state(&self) -> u64 {
+        self.runtime
+            + self.weights
+            + self.gradients
+            + self.optimizer
+            + self.averages
+            + self.warmup
+            + self.cache
+    }
+
+    /// The trunk phase.
+    pub fn trunk_phase(&self) -> u64 {
+        self.input + self.trunk
+    }
+
+    /// The head phase.
+    pub fn head_phase(&self) -> u64 {
+        self.cut + self.activations + self.backward.max(self.loss)
+    }
+
+    /// The estimated peak.
+    pub fn peak(&self) -> u64 {
+        self.state() + self.trunk_phase().max(self.head_phase())
+    }
+
+    /// The peak less what is resident once the model is loaded (runtime and weights): what
+    /// `checkpoint_memory --window step` measures.
+    pub fn training_peak(&self) -> u64 {
+        self.peak() - self.runtime - self.weights
+    }
+
+    /// `(name, bytes)` of what makes up the peak, in a fixed order (the smaller phase shown as 0).
+    pub fn at_peak(&self) -> Vec<(&'static str, u64)> {
+        let trunk = self.trunk_phase() > self.head_phase();
+        let phase = |v: u64, in_trunk: bool| if trunk == in_trunk { v } else { 0 };
+        vec![
+            ("runtime", self.runtime),
+            ("weights", self.weights),
+            ("gradients", self.gradients),
+            ("optimizer", self.optimizer),
+            ("averages", self.averages),
+            ("warmup", self.warmup),
+            ("cache", self.cache),
+            ("input", phase(self.input, true)),
+            ("trunk", phase(self.trunk, true)),
+            ("cut", phase(self.cut, false)),
+            ("activations", phase(self.activations, false)),
+            ("backward", phase(if self.backward >= self.loss { self.backward } else { 0 }, false)),
+            ("loss", phase(if self.backward >= self.loss { 0 } else { self.loss }, false)),
+        ]
+    }
+}
+
+/// The estimate of one configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    /// The configuration.
+    pub setup: Setup,
+    /// Bytes by component.
+    pub components: Components,
+    /// The estimated peak, bytes.
+    pub peak: u64,
+    /// Trainable parameters (elements).
+    pub trainable_parameters: u64,
+    /// Activation bytes autograd keeps, by op type (plain backward, whole batch).
+    pub saved_by_op: Vec<(String, u64)>,
+    /// Size of the feature cache's file (fp16 cut of every image, both flips), 0 without it.
+    pub cache_file: u64,
+}
+
+/// A model prepared for estimates: inspection and, per input size, the graph with concrete shapes.
+#[derive(Debug)]
+pub struct Planner<'a> {
+    model: &'a Model,
+    inspection: &'a Inspection,
+    runtime: u64,
+    graphs: HashMap<[u32; 2], (Graph, Storages)>,
+}
+
+/// Head-sized temporaries alive at the loss' peak (crates/train/src/loss): the permuted contiguous
+/// copies of the box distributions and class logits, the DFL softmax, the detached sigmoid the
+/// assigner reads. Counted from the code, confirmed by measurement (docs/PLAN.md).
+pub const LOSS_FORWARD_COPIES: u64 = 4;
+/// Head-sized tensors the loss keeps into backward, with the head outputs' gradients: the softmax
+/// result and the BCE input autograd saves, and the gradient flowing back.
+pub const LOSS_SAVED_COPIES: u64 = 2;
+/// `[objects, anchors]` float matrices alive at once in the assigner (the in-box mask, CIoU
+/// overlaps, alignment metric; the others are made and freed one by one). Measured: 1 → 32
+/// objects per image at 640 added 2.7 MB, 2.6 matrices.
+pub const LOSS_ASSIGNER_MATRICES: u64 = 3;
+/// The part of [`Components::warmup`] that does not depend on the model (x86, libtorch 2.13 CPU).
+pub const WARMUP_BASE: u64 = 27 << 20;
+/// The part of [`Components::warmup`] per trainable Conv (its backward kernels).
+pub const WARMUP_PER_CONV: u64 = 150 << 10;
+
+impl<'a> Planner<'a> {
+    /// A planner for `model` (inspected as `inspection`) with `runtime` bytes of runtime overhead.
+    pub fn new(model: &'a Model, inspection: &'a Inspection, runtime: u64) -> Planner<'a> {
+        Planner { model, inspection, runtime, graphs: HashMap::new() }
+    }
+
+    /// The input sizes the export accepts: `None` for any multiple of the largest stride (dynamic),
+    /// else the fixed `[h, w]`.
+    pub fn fixed_size(&self) -> Option<[u32; 2]> {
+        let s = &self.inspection.input_shape;
+        match (s.get(2).and_then(Dim::known), s.get(3).and_then(Dim::known)) {
+            (Some(h), Some(w)) => Some([h as u32, w as u32]),
+            _ => None,
+        }
+    }
+
+    /// The largest stride (input sizes must be multiples of it).
+    pub fn stride(&self) -> u32 {
+        self.inspection.strides.iter().copied().max().unwrap_or(32) as u32
+    }
+
+    fn graph(&mut self, imgsz: [u32; 2]) -> Result<&(Graph, Storages), Error> {
+        let stride = self.stride();
+        if let Some(fixed) = self.fixed_size() {
+            if fixed != imgsz {
+                return Err(Error::ImageSize {
+                    imgsz,
+                    reason: format!(
+                        "the export's input is fixed at {}x{}; another size needs an export at that size \
+                         (or dynamic=True)",
+                        fixed[0], fixed[1]
+                    ),
+                });
+            }
+        } else if imgsz[0] == 0
+            || imgsz[1] == 0
+            || !imgsz[0].is_multiple_of(stride)
+            || !imgsz[1].is_multiple_of(stride)
+        {
+            return Err(Error::ImageSize {
+                imgsz,
+                reason: format!("not a positive multiple of the largest stride {stride}"),
+            });
+        }
+        if !self.graphs.contains_key(&imgsz) {
+            let mut dims = HashMap::new();
+            for (d, v) in self.inspection.input_shape.iter().zip([1i64, 3, imgsz[0] as i64, imgsz[1] as i64])
+            {
+                if let Dim::Symbol(s) = d {
+                    dims.insert(s.clone(), v);
+                }
+            }
+            let graph = if dims.is_empty() {
+                self.model.graph.clone()
+            } else {
+                self.model.graph_with_dims(&dims).map_err(|source| Error::Model { source })?
+            };
+            let storages = Storages::new(&graph);
+            self.graphs.insert(imgsz, (graph, storages));
+        }
+        self.graphs.get(&imgsz).ok_or(Error::ImageSize { imgsz, reason: "no graph".into() })
+    }
+
+    /// Estimates `setup`.
+    pub fn estimate(&mut self, setup: &Setup) -> Result<Estimate, Error> {
+        if setup.batch == 0 {
+            return Err(Error::Setup { reason: "batch must be at least 1".into() });
+        }
+        let inspection = self.inspection;
+        let runtime = self.runtime;
+        let (graph, storages) = self.graph(setup.imgsz)?;
+        let partition =
+            Partition::new(graph, inspection, setup.trainable).map_err(|source| Error::Model { source })?;
+        let b = setup.batch as u64;
+        let weight_bytes: u64 =
+            graph.initializer_dims.values().map(|d| d.iter().product::<usize>() as u64 * FLOAT_BYTES).sum();
+        let trainable_elements: u64 = partition
+            .parameters
+            .iter()
+            .filter_map(|p| graph.initializer_dims.get(p))
+            .map(|d| d.iter().product::<usize>() as u64)
+            .sum();
+        let trainable_bytes = trainable_elements * FLOAT_BYTES;
+        // Copies: the decoded protobuf, the IR's decoded initializers, libtorch's, the file's bytes
+        // kept for write-back; ONNX Runtime's session holds the trunk's once more.
+        let copies = if setup.trunk == TrunkRuntime::Ort && !setup.cache_features { 5 } else { 4 };
+        let amp_casts = if setup.amp { trainable_elements * 2 } else { 0 };
+        let grad = requiring_grad(graph, &partition);
+        let cut_bytes: u64 =
+            distinct(storages, partition.cut.iter()).iter().map(|o| storages.owner_bytes(o)).sum::<u64>() * b;
+        let (trunk_bytes, input_bytes) = if setup.cache_features || partition.trunk.is_empty() {
+            (0, 0)
+        } else {
+            let input = inspection.input.clone();
+            let mut keep: HashSet<&str> = partition.cut.iter().map(String::as_str).collect();
+            keep.insert(input.as_str());
+            let live =
+                simulate(graph, storages, &[&partition.trunk], std::slice::from_ref(&input), &keep, None);
+            let input_bytes = storages.bytes_of(&input) * b;
+            (live.peak * b - input_bytes, input_bytes)
+        };
+        let head = head_phase(graph, storages, &partition, &grad, setup.checkpoint);
+        let act_scale = |v: u64| if setup.amp { v / 2 } else { v };
+        let (loss, loss_saved) = loss_bytes(inspection, storages, &partition, setup);
+        let trainable_convs = partition
+            .segments
+            .iter()
+            .flat_map(|s| &s.nodes)
+            .filter(|&&i| matches!(graph.nodes[i].op, headroom_onnx::Op::Conv(_)))
+            .count() as u64;
+        // fp16 on disk: half the fp32 cut; both flips of every image.
+        let (cache, cache_file) = if setup.cache_features {
+            (cut_bytes / 2, cut_bytes / b / 2 * setup.images as u64 * 2)
+        } else {
+            (0, 0)
+        };
+        let components = Components {
+            runtime,
+            weights: weight_bytes * copies,
+            gradients: trainable_bytes,
+            optimizer: trainable_bytes * if setup.optimizer == Optimizer::AdamW { 2 } else { 1 },
+            averages: trainable_bytes * 2 + amp_casts,
+            warmup: WARMUP_BASE + WARMUP_PER_CONV * trainable_convs,
+            cache,
+            input: input_bytes,
+            trunk: trunk_bytes,
+            cut: cut_bytes,
+            activations: act_scale(head.activations * b),
+            backward: act_scale(head.backward * b) + loss_saved * b,
+            loss: loss * b,
+        };
+        let plain = if setup.checkpoint {
+            head_phase(graph, storages, &partition, &grad, false)
+        } else {
+            head.clone()
+        };
+        Ok(Estimate {
+            setup: setup.clone(),
+            peak: components.peak(),
+            components,
+            trainable_parameters: trainable_elements,
+            saved_by_op: plain.by_op.into_iter().map(|(k, v)| (k, v * b)).collect(),
+            cache_file,
+        })
+    }
+}
+
+fn distinct<'s>(storages: &'s Storages, names: impl Iterator<Item = &'s String>) -> Vec<&'s str> {
+    let mut owners: Vec<&str> = Vec::new();
+    for n in names {
+        if let Some(o) = storages.base(n)
+            && !owners.contains(&o)
+        {
+            owners.push(o);
+        }
+    }
+    owners
+}
+
+/// The head phase at batch 1, less the cut: activations and backward buffers.
+#[derive(Debug, Clone, Default)]
+struct HeadPhase {
+    activations: u64,
+    backward: u64,
+    by_op: Vec<(String, u64)>,
+}
+
+fn head_phase(
+    graph: &Graph,
+    storages: &Storages,
+    partition: &Partition,
+    grad: &HashSet<String>,
+    checkpoint: bool,
+) -> HeadPhase {
+    let cut: HashSet<&str> = distinct(storages, partition.cut.iter()).into_iter().collect();
+    let cut_total = storages.total(cut.iter().copied());
+    let boundary_names: HashSet<&str> = partition
+        .segments
+        .iter()
+        .flat_map(|s| s.inputs.iter().chain(&s.outputs))
+        .map(String::as_str)
+        .collect();
+    let lists: Vec<&[usize]> = partition.segments.iter().map(|s| s.nodes.as_slice()).collect();
+    let initial: Vec<String> = partition.cut.clone();
+    let mut by_op: HashMap<String, u64> = HashMap::new();
+    let mut counted: HashSet<String> = HashSet::new();
+    for segment in &partition.segments {
+        for &i in &segment.nodes {
+            let (owners, extra) = node_saved(graph, storages, grad, i);
+            let fresh: u64 =
+                owners.iter().filter(|o| counted.insert((*o).clone())).map(|o| storages.owner_bytes(o)).sum();
+            *by_op.entry(graph.nodes[i].op.op_type().to_string()).or_default() += fresh + extra;
+        }
+    }
+    let mut by_op: Vec<(String, u64)> = by_op.into_iter().filter(|(_, v)| *v > 0).collect();
+    by_op.sort_by_key(|(_, v)| std::cmp::Reverse(*v));
+    let transient = |nodes: &[usize]| nodes.iter().map(|&i| node_backward(graph, storages, grad, i)).max();
+    if !checkpoint {
+        let live = simulate(graph, storages, &lists, &initial, &boundary_names, Some(grad));
+        let at_end = storages.total(live.alive_at_end.iter().map(String::as_str)) + live.saved_extra;
+        let kept = at_end.max(live.peak).saturating_sub(cut_total);
+        let backward = lists.iter().filter_map(|l| transient(l)).max().unwrap_or(0);
+        return HeadPhase { activations: kept, backward, by_op };
+    }
+    // Checkpointed: boundaries stay; segments recompute one at a time in reverse.
+    let forward = simulate(graph, storages, &lists, &initial, &boundary_names, None);
+    let mut best =
+        HeadPhase { activations: forward.peak.saturating_sub(cut_total), backward: 0, by_op: by_op.clone() };
+    let segments = &partition.segments;
+    let mut pending: HashSet<String> =
+        partition.head_outputs.iter().filter_map(|n| storages.base(n).map(str::to_string)).collect();
+    for index in (0..segments.len()).rev() {
+        let segment = &segments[index];
+        let alive: HashSet<String> = segments[..=index]
+            .iter()
+            .flat_map(|s| s.outputs.iter())
+            .chain(partition.cut.iter())
+            .filter_map(|n| storages.base(n).map(str::to_string))
+            .collect();
+        let recompute = simulate(
+            graph,
+            storages,
+            &[&segment.nodes],
+            &segment.inputs,
+            &segment.outputs.iter().map(String::as_str).collect(),
+            Some(grad),
+        );
+        let extra_saved: u64 = recompute
+            .alive_at_end
+            .iter()
+            .filter(|o| !alive.contains(*o))
+            .map(|o| storages.owner_bytes(o))
+            .sum::<u64>()
+            + recompute.saved_extra;
+        let leaves: u64 = segment
+            .inputs
+            .iter()
+            .filter(|n| !cut.contains(storages.base(n).unwrap_or_default()))
+            .map(|n| storages.bytes_of(n))
+            .sum();
+        let grads = storages.total(pending.iter().map(String::as_str)) + leaves;
+        let activations = storages.total(alive.iter().map(String::as_str)) - cut_total + extra_saved;
+        let backward = grads + transient(&segment.nodes).unwrap_or(0);
+        if activations + backward > best.activations + best.backward {
+            best = HeadPhase { activations, backward, by_op: by_op.clone() };
+        }
+        for o in &segment.outputs {
+            if let Some(base) = storages.base(o) {
+                pending.remove(base);
+            }
+        }
+        for i in segment.inputs.iter().filter_map(|n| storages.base(n)).filter(|b| !cut.contains(b)) {
+            pending.insert(i.to_string());
+        }
+    }
+    best
+}
+
+/// The loss' temporaries per image at its peak, and what it keeps into backward (see
+/// [`LOSS_FORWARD_COPIES`]).
+fn loss_bytes(
+    inspection: &Inspection,
+    storages: &Storages,
+    partition: &Partition,
+    setup: &Setup,
+) -> (u64, u64) {
+    let heads: u64 = partition.head_outputs.iter().map(|h| storages.bytes_of(h)).sum();
+    let anchors: u64 = inspection
+        .strides
+        .iter()
+        .map(|s| u64::from(setup.imgsz[0]) / *s as u64 * (u64::from(setup.imgsz[1]) / *s as u64))
+        .sum();
+    let assigner = anchors * setup.objects as u64 * FLOAT_BYTES * LOSS_ASSIGNER_MATRICES;
+    (heads * LOSS_FORWARD_COPIES + assigner, heads * LOSS_SAVED_COPIES)
+}

@@ -1,0 +1,108 @@
+//! The memory estimate on committed exports: what must hold whatever the calibration.
+
+use headroom_onnx::inspect::inspect;
+use headroom_onnx::{Model, Trainable};
+use headroom_plan::{Error, Planner, Setup, TrunkRuntime};
+
+fn fixture(name: &str) -> Model {
+    let path = format!("{}/../../{name}", env!("CARGO_MANIFEST_DIR"));
+    Model::load(&path).expect("committed model")
+}
+
+fn setup(trainable: Trainable, batch: usize, checkpoint: bool, imgsz: u32) -> Setup {
+    Setup {
+        trainable,
+        batch,
+        checkpoint,
+        imgsz: [imgsz, imgsz],
+        trunk: TrunkRuntime::Torch,
+        ..Setup::default()
+    }
+}
+
+#[test]
+fn more_training_more_batch_and_no_checkpointing_cost_more() {
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let mut planner = Planner::new(&model, &inspection, 0);
+    let peak = |p: &mut Planner<'_>, s: Setup| p.estimate(&s).expect("estimate").components.training_peak();
+    let head = peak(&mut planner, setup(Trainable::Head, 2, false, 160));
+    let neck = peak(&mut planner, setup(Trainable::NeckHead, 2, false, 160));
+    let all = peak(&mut planner, setup(Trainable::Freeze(0), 2, false, 160));
+    assert!(head < neck && neck < all, "{head} {neck} {all}");
+    let all_ckpt = peak(&mut planner, setup(Trainable::Freeze(0), 2, true, 160));
+    assert!(all_ckpt < all, "checkpointing saves: {all_ckpt} vs {all}");
+    let all_b1 = peak(&mut planner, setup(Trainable::Freeze(0), 1, false, 160));
+    assert!(all_b1 < all);
+}
+
+#[test]
+fn the_estimate_never_undercounts_what_must_be_alive_together() {
+    // At the end of a plain forward, autograd holds at least every Conv input of the trainable
+    // part that requires grad... and the whole head phase holds at least the largest activation.
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let mut planner = Planner::new(&model, &inspection, 0);
+    for batch in [1, 2, 3] {
+        let e = planner.estimate(&setup(Trainable::Freeze(0), batch, false, 160)).expect("estimate");
+        let largest = model
+            .graph
+            .shapes
+            .values()
+            .filter_map(|d| d.iter().try_fold(1u64, |a, x| x.known().map(|v| a * v as u64)))
+            .max()
+            .unwrap_or(0)
+            * 4
+            * batch as u64;
+        assert!(e.components.head_phase() >= largest, "batch {batch}: {:?}", e.components);
+        let saved: u64 = e.saved_by_op.iter().map(|(_, v)| v).sum();
+        assert!(e.components.activations + e.components.cut >= saved, "{:?}", e);
+        assert!(
+            e.saved_by_op.iter().any(|(op, _)| op == "Conv")
+                && e.saved_by_op.iter().any(|(op, _)| op == "Mul")
+        );
+    }
+}
+
+#[test]
+fn impossible_input_sizes_are_refused_with_the_reason() {
+    let fixed = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&fixed).expect("inspect");
+    let mut planner = Planner::new(&fixed, &inspection, 0);
+    let err = planner.estimate(&setup(Trainable::Head, 1, true, 320)).expect_err("static 160");
+    assert!(matches!(err, Error::ImageSize { .. }) && err.to_string().contains("fixed at 160x160"), "{err}");
+    let dynamic = fixture("tests/fixtures/onnx/yolov8n-w00625-nc3-160-dynamic.onnx");
+    let inspection = inspect(&dynamic).expect("inspect");
+    let mut planner = Planner::new(&dynamic, &inspection, 0);
+    let err = planner.estimate(&setup(Trainable::Head, 1, true, 300)).expect_err("not a multiple");
+    assert!(err.to_string().contains("multiple of the largest stride 32"), "{err}");
+    let small = planner.estimate(&setup(Trainable::Head, 1, true, 160)).expect("160");
+    let large = planner.estimate(&setup(Trainable::Head, 1, true, 320)).expect("320");
+    assert!(large.peak > small.peak);
+}
+
+#[test]
+fn the_ladder_chooses_the_first_fit_and_names_the_least_budget_otherwise() {
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let mut planner = Planner::new(&model, &inspection, 200 << 20);
+    let start = Setup {
+        trainable: Trainable::Freeze(0),
+        batch: 16,
+        checkpoint: false,
+        imgsz: [160, 160],
+        ..Setup::default()
+    };
+    let roomy = headroom_plan::plan(&mut planner, &start, 64 << 30, false).expect("plan");
+    assert_eq!(roomy.chosen, Some(0));
+    let first = &roomy.candidates[0].estimate;
+    let tight_budget = roomy.candidates[3].estimate.peak;
+    let tight = headroom_plan::plan(&mut planner, &start, tight_budget, false).expect("plan");
+    let chosen = tight.chosen.expect("a rung fits");
+    assert!(chosen >= 1 && tight.candidates[chosen].estimate.peak <= tight_budget);
+    assert!(tight.candidates[..chosen].iter().all(|c| !c.fits));
+    assert!(first.peak > tight_budget);
+    let none = headroom_plan::plan(&mut planner, &start, 64 << 20, false).expect("plan");
+    assert_eq!(none.chosen, None);
+    assert!(none.minimum > 64 << 20 && none.advice.expect("advice").contains("alone need"));
+}
