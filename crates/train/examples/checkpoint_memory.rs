@@ -2,14 +2,26 @@
 //!
 //! ```text
 //! cargo run -p headroom-train --example checkpoint_memory -- MODEL.onnx [--imgsz 640] [--batch 2]
-//!     [--train 10|head|neck+head] [--mode plain|checkpointed] [--threads 2]
+//!     [--train 10|head|neck+head|all] [--mode plain|checkpointed] [--threads 2]
+//!     [--window backward|step] [--optimizer sgd|adamw] [--objects 8]
 //! ```
 //!
-//! Prints one JSON line. Memory is the process's peak resident set (`VmHWM`) during the backward,
-//! reset just before it through `/proc/self/clear_refs`, minus the resident set at that moment:
-//! what the pass itself needed (the first pass: a later one would reuse memory the allocator kept).
-//! Run each mode in its own process, with `MALLOC_MMAP_THRESHOLD_=65536` so that freed tensors leave
-//! the resident set (scripts/bench/checkpoint_memory.sh).
+//! Prints one JSON line. Memory is the process's peak resident set (`VmHWM`), reset through
+//! `/proc/self/clear_refs`, minus the resident set at that moment: what the pass itself needed (the
+//! first pass: a later one would reuse memory the allocator kept).
+//! - `--window backward` (default): from just before the backward of a square-mean surrogate loss
+//!   on a cut computed beforehand (the checkpointing benchmark).
+//! - `--window step`: from right after loading (the model and the student built) through one whole
+//!   training step as `headroom train` runs it: the input batch, the trunk under no-grad, the
+//!   trainable part with the detection loss on `--objects` synthetic boxes per image, backward,
+//!   the optimiser's step and the two weight averages the trainer keeps (EMA, starting weights);
+//!   then a second step (every later one repeats it): `measured_mb` is the peak over both, as a
+//!   run's peak is (the first step leaves libtorch's caches and the state behind, `retained_mb`).
+//!   The line then also holds the memory planner's estimate of the same configuration
+//!   (`estimate_mb`, headroom-plan) and its components: docs/PLAN.md, scripts/bench/plan_memory.sh.
+//!
+//! Run each configuration in its own process, with `MALLOC_MMAP_THRESHOLD_=65536` so that freed
+//! tensors leave the resident set (scripts/bench/checkpoint_memory.sh).
 
 use std::time::Instant;
 
@@ -28,6 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model_path = args.next().ok_or("usage: checkpoint_memory MODEL.onnx [options]")?;
     let (mut imgsz, mut batch, mut train, mut mode, mut threads) =
         (640i64, 2i64, "10".to_string(), "checkpointed".to_string(), 2i32);
+    let (mut window, mut optimizer, mut objects) = ("backward".to_string(), "sgd".to_string(), 8usize);
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         match flag.as_str() {
@@ -36,6 +49,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--train" => train = value,
             "--mode" => mode = value,
             "--threads" => threads = value.parse()?,
+            "--window" => window = value,
+            "--optimizer" => optimizer = value,
+            "--objects" => objects = value.parse()?,
             other => return Err(format!("unknown option {other}").into()),
         }
     }
@@ -43,6 +59,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model = Model::load(&model_path)?;
     let spec: Trainable = train.parse()?;
     let student = Student::new(&model, spec, Device::Cpu)?;
+    let checkpointed = match mode.as_str() {
+        "plain" => false,
+        "checkpointed" => true,
+        other => return Err(format!("--mode {other}: plain or checkpointed").into()),
+    };
+    if window == "step" {
+        let setup = headroom_plan::Setup {
+            trainable: spec,
+            batch: batch as usize,
+            imgsz: [imgsz as u32, imgsz as u32],
+            checkpoint: checkpointed,
+            optimizer: match optimizer.as_str() {
+                "adamw" => headroom_plan::Optimizer::AdamW,
+                _ => headroom_plan::Optimizer::Sgd,
+            },
+            trunk: headroom_plan::TrunkRuntime::Torch,
+            objects,
+            ..headroom_plan::Setup::default()
+        };
+        return step_window(&model, &student, &setup, &optimizer, threads);
+    }
     tch::manual_seed(0);
     let images = Tensor::rand([batch, 3, imgsz, imgsz], (Kind::Float, Device::Cpu));
     let cut = student.trunk(&images)?;
@@ -52,11 +89,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let run = |checkpointed: bool| {
         student.zero_grad();
         if checkpointed { student.backward_checkpointed(&cut, loss) } else { student.backward(&cut, loss) }
-    };
-    let checkpointed = match mode.as_str() {
-        "plain" => false,
-        "checkpointed" => true,
-        other => return Err(format!("--mode {other}: plain or checkpointed").into()),
     };
     std::fs::write("/proc/self/clear_refs", "5")?;
     let baseline = status_kb("VmRSS:").ok_or("no VmRSS")?;
@@ -73,6 +105,116 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         baseline as f64 / 1024.0,
         peak as f64 / 1024.0,
         (peak.saturating_sub(baseline)) as f64 / 1024.0,
+    );
+    Ok(())
+}
+
+/// `--window step`: one whole training step measured from right after loading, beside the planner's
+/// estimate of it.
+fn step_window(
+    model: &Model,
+    student: &Student,
+    setup: &headroom_plan::Setup,
+    optimizer: &str,
+    threads: i32,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use headroom_train::fit::head_tensors;
+    use headroom_train::loss::{LossConfig, Target, detection_loss};
+    use headroom_train::optim::{AdamW, Sgd};
+
+    let inspection = student.inspection().clone();
+    let estimate = {
+        let mut planner = headroom_plan::Planner::new(model, &inspection, 0);
+        planner.estimate(setup)?
+    };
+    let (b, [h, w]) = (setup.batch as i64, setup.imgsz.map(i64::from));
+    let (nc, reg_max) = (inspection.classes as i64, inspection.head.reg_max as i64);
+    let config = if inspection.end_to_end {
+        LossConfig::one_to_one(nc, reg_max, inspection.strides.clone())
+    } else {
+        LossConfig::one_to_many(nc, reg_max, inspection.strides.clone())
+    };
+    let grids: Vec<(i64, i64)> = inspection.strides.iter().map(|s| (h / s, w / s)).collect();
+    let targets: Vec<Target> = (0..setup.batch)
+        .flat_map(|image| {
+            (0..setup.objects).map(move |k| {
+                let f = k as f32 / setup.objects.max(1) as f32;
+                Target {
+                    image,
+                    class: k % nc as usize,
+                    cx: 0.1 + 0.8 * f,
+                    cy: 0.5 + 0.3 * (f - 0.5),
+                    w: 0.1,
+                    h: 0.15,
+                }
+            })
+        })
+        .collect();
+    std::fs::write("/proc/self/clear_refs", "5")?;
+    let baseline = status_kb("VmRSS:").ok_or("no VmRSS")?;
+    let start = Instant::now();
+    tch::manual_seed(0);
+    let averages: Vec<Tensor> =
+        student.parameters().iter().flat_map(|(_, p)| [p.detach().copy(), p.detach().copy()]).collect();
+    let loss = |outputs: &[Tensor]| -> headroom_train::Result<Tensor> {
+        let (boxes, scores) = head_tensors(outputs)?;
+        Ok(detection_loss(&config, &boxes, &scores, &grids, &targets)?.total)
+    };
+    let mut sgd = Sgd::new(1e-4, 0.937, true, 5e-4);
+    let mut adam = AdamW::new(0.9, 5e-4);
+    let step = |sgd: &mut Sgd, adam: &mut AdamW| -> Result<f64, Box<dyn std::error::Error>> {
+        let images = Tensor::rand([b, 3, h, w], (Kind::Float, Device::Cpu));
+        let cut = student.trunk(&images)?;
+        drop(images);
+        let value = if setup.checkpoint {
+            student.backward_checkpointed(&cut, loss)?
+        } else {
+            student.backward(&cut, loss)?
+        };
+        drop(cut);
+        let parameters = student.parameters();
+        match optimizer {
+            "adamw" => adam.step_with(&parameters, 1e-4, 1e-4)?,
+            _ => sgd.step_with(&parameters, 1e-4, 1e-4)?,
+        }
+        student.zero_grad();
+        Ok(value)
+    };
+    let value = step(&mut sgd, &mut adam)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let first_peak = status_kb("VmHWM:").ok_or("no VmHWM")?;
+    // A second step: what stays after the first (state, libtorch's first-run caches) and what a
+    // later pass needs on top of it. Every later step repeats the second, so the training peak is
+    // the peak over both.
+    let after_first = status_kb("VmRSS:").ok_or("no VmRSS")?;
+    step(&mut sgd, &mut adam)?;
+    let peak = status_kb("VmHWM:").ok_or("no VmHWM")?;
+    drop(averages);
+    let mb = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
+    let c = &estimate.components;
+    let measured = (peak.saturating_sub(baseline)) as f64 / 1024.0;
+    let estimated = mb(c.training_peak());
+    println!(
+        "{{\"window\":\"step\",\"mode\":\"{}\",\"train\":\"{}\",\"imgsz\":{h},\"batch\":{b},\"threads\":{threads},\
+         \"optimizer\":\"{optimizer}\",\"objects\":{},\"family\":\"{}\",\"baseline_mb\":{:.1},\"peak_mb\":{:.1},\
+         \"measured_mb\":{measured:.1},\"first_step_mb\":{:.1},\"retained_mb\":{:.1},\"estimate_mb\":{estimated:.1},\"error_pct\":{:.1},\"components_mb\":{{{}}},\
+         \"seconds\":{seconds:.3},\"loss\":{value:.6}}}",
+        if setup.checkpoint { "checkpointed" } else { "plain" },
+        setup.trainable,
+        setup.objects,
+        inspection.family,
+        baseline as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        first_peak.saturating_sub(baseline) as f64 / 1024.0,
+        after_first.saturating_sub(baseline) as f64 / 1024.0,
+        (estimated - measured) / measured * 100.0,
+        c.at_peak()
+            .iter()
+            .chain([("head_phase", c.head_phase()), ("trunk_phase", c.trunk_phase())].iter())
+            .filter(|(n, _)| *n != "runtime" && *n != "weights")
+            .map(|(n, v)| format!("\"{n}\":{:.1}", mb(*v)))
+            .collect::<Vec<_>>()
+            .join(","),
     );
     Ok(())
 }
