@@ -30,6 +30,7 @@ pub mod loss;
 mod lower;
 #[cfg(feature = "libtorch")]
 pub mod optim;
+pub mod plan_chart;
 pub mod plots;
 #[cfg(feature = "libtorch")]
 pub mod student;

@@ -24,7 +24,7 @@ pub const HEIGHT: u32 = 500;
 /// The font that labels every plot (Bitstream Vera licence, `assets/DejaVuSans.LICENSE`).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 /// The family name plotters asks for when a style names no font of its own.
-const FAMILY: &str = "sans-serif";
+pub(crate) const FAMILY: &str = "sans-serif";
 /// Series colours: matplotlib's tab10, as in Ultralytics' plots.
 const PALETTE: [RGBColor; 5] = [
     RGBColor(0x1f, 0x77, 0xb4),
@@ -308,7 +308,7 @@ fn x_range(series: &[Series]) -> Range<i64> {
 }
 
 /// Registers the embedded font under plotters' default family, once per process.
-fn register_embedded_font() -> Result<()> {
+pub(crate) fn register_embedded_font() -> Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     let ok = *REGISTERED.get_or_init(|| register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
     if ok { Ok(()) } else { Err(data("the embedded DejaVuSans.ttf does not parse as a font".to_string())) }

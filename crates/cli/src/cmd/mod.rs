@@ -10,6 +10,7 @@ mod inspect_check;
 #[cfg(feature = "onnxruntime")]
 mod interrupt;
 mod label;
+mod plan;
 pub mod progress;
 mod provider_args;
 mod synth;
@@ -43,6 +44,9 @@ pub enum Command {
     Label(label::Args),
     /// Fine-tune an ONNX detector's head on a dataset and write the same ONNX back (best.onnx).
     Train(train::Args),
+    /// Will training fit? Memory of each configuration of the fit ladder, from the graph, against a
+    /// device's budget; exit 1 when nothing fits.
+    Plan(plan::Args),
     /// Evaluate an ONNX detector on a labelled dataset: precision, recall, mAP50, mAP50-95.
     Eval(eval::Args),
     /// Export a detector for deployment: FP16 and INT8 (Q/DQ + TensorRT cache) ONNX, TensorRT engines.
@@ -71,6 +75,7 @@ pub fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Synth(args) => synth::run(&args),
         Command::Label(args) => label::run(&args),
         Command::Train(args) => train::run(&args),
+        Command::Plan(args) => plan::run(&args),
         Command::Eval(args) => eval::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Inspect(args) => inspect::run(&args),

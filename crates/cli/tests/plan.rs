@@ -1,0 +1,82 @@
+//! `headroom plan`: the fit ladder from the graph, against device budgets; bad input refused with
+//! what to do.
+
+mod common;
+
+use common::{demo_model, headroom, repo_root, s};
+
+fn dynamic_model() -> std::path::PathBuf {
+    repo_root().join("tests/fixtures/onnx/yolov8n-w00625-nc3-160-dynamic.onnx")
+}
+
+#[test]
+fn yolov8n_at_640_on_orin_nano_4_gets_a_fitting_configuration() {
+    let model = dynamic_model();
+    let chart = tempfile::tempdir().expect("tmp");
+    let png = chart.path().join("plan.png");
+    let run = headroom(&[
+        "plan",
+        "--model",
+        s(&model),
+        "--device",
+        "orin-nano-4",
+        "--imgsz",
+        "640",
+        "--chart",
+        s(&png),
+    ]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("<- chosen") && stdout.contains("train with: headroom train"), "{stdout}");
+    assert!(std::fs::metadata(&png).expect("chart written").len() > 1000);
+    let run =
+        headroom(&["plan", "--model", s(&model), "--device", "orin-nano-4", "--imgsz", "640", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+    let plan = &json["plan"];
+    let chosen = plan["chosen"].as_u64().expect("chosen") as usize;
+    let candidate = &plan["candidates"][chosen];
+    assert!(candidate["fits"].as_bool().expect("fits"));
+    assert!(candidate["estimate"]["peak"].as_u64() <= plan["budget"].as_u64());
+    assert_eq!(candidate["estimate"]["setup"]["imgsz"][0], 640);
+}
+
+#[test]
+fn a_64_mib_budget_is_refused_with_the_least_that_would_fit() {
+    let run =
+        headroom(&["plan", "--model", s(&demo_model()), "--device", "orin-nano-4", "--budget", "64MiB"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("alone need") && stderr.contains("the least budget that fits a rung"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_input_says_what_is_wrong() {
+    let demo = demo_model();
+    let cases: [(&[&str], &str); 5] = [
+        (&["--device", "jetson-tx1"], "known devices: orin-agx-64"),
+        (&["--device", "orin-nano-4", "--imgsz", "320"], "fixed at 160x160"),
+        (&["--device", "orin-nano-4", "--budget", "lots"], "not a size"),
+        (&["--device", "orin-nano-4", "--train", "backbone"], "--train backbone"),
+        (&["--device", "orin-nano-4", "--reserve", "3 furlongs"], "unknown unit"),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["plan", "--model", s(&demo)];
+        args.extend_from_slice(extra);
+        let run = headroom(&args);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(want), "{extra:?}: {stderr}");
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let junk = dir.path().join("junk.onnx");
+    std::fs::write(&junk, b"not a model").expect("write");
+    let run = headroom(&["plan", "--model", s(&junk), "--device", "orin-nano-4"]);
+    assert_eq!(run.status.code(), Some(2));
+    let dynamic = dynamic_model();
+    let run = headroom(&["plan", "--model", s(&dynamic), "--device", "orin-nano-4", "--imgsz", "300"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.code() == Some(2) && stderr.contains("multiple of the largest stride"), "{stderr}");
+}
