@@ -21,6 +21,8 @@ Prints a Markdown table and the load average before and after.
 Usage: source .deps/ultralytics.env && source .deps/env.sh &&
   python scripts/bench/int8_peers.py --headroom target/debug/headroom --model M.onnx \
       --calib DATA.yaml --data DATA.yaml --work /tmp/int8 [--threads 2]
+--from-pt W.pt --imgsz N first exports Ultralytics weights to a static ONNX at N px (the 640 model of
+docs/BENCHMARKS.md: .deps/peers/yolov8n-shapes-160.pt from scripts/fixtures/onnx_to_pt.py) as --model.
 """
 import argparse
 import json
@@ -110,6 +112,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--headroom", required=True)
     ap.add_argument("--model", required=True)
+    ap.add_argument("--from-pt", help="export these Ultralytics weights to --model first")
+    ap.add_argument("--imgsz", type=int, default=640, help="input size of the --from-pt export")
     ap.add_argument("--calib", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--work", required=True)
@@ -119,6 +123,12 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     model = Path(args.model)
+    if args.from_pt:
+        from ultralytics import YOLO
+
+        exported = Path(YOLO(args.from_pt).export(format="onnx", imgsz=args.imgsz, opset=17, simplify=True))
+        model.parent.mkdir(parents=True, exist_ok=True)
+        exported.replace(model)
     stem = model.stem
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     inp = session.get_inputs()[0]
