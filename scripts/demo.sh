@@ -7,7 +7,9 @@
 #   4. headroom label: the teacher pseudo-labels the field training images (boxes + soft scores)
 #   5. headroom train: the student's head, batch 2, checkpointed, on the pseudo-labels, replaying
 #      base images against forgetting (defaults otherwise; distillation, --kd, measured worse here)
-#   6. evaluates the retrained student (best.onnx) on both and prints the before/after table
+#   6. evaluates the retrained student (best.onnx) on both
+#   7. headroom export: FP16 and INT8 (Q/DQ + TensorRT calibration cache, calibrated on the field
+#      images) of the retrained student, each scored on the field val split; prints the tables
 # Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build; HEADROOM_DEMO_EPOCHS (10).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
@@ -81,6 +83,10 @@ done
 stage "headroom inspect --check: the retrained file runs the same in ONNX Runtime and headroom's executor"
 "$bin" inspect "$out/runs/field/best.onnx" --check | tail -n 3 || fail "headroom inspect --check"
 
+stage "headroom export: FP16 and INT8 of the retrained student (calibrated on the field images)"
+"$bin" -q export --model "$out/runs/field/best.onnx" --fp16 --int8 --calib "$out/field-train/images/train" \
+  --data "$out/field/data.yaml" --out "$out/export" --force --json > "$out/export.json" || fail "headroom export"
+
 stage "summary"
 python3 - "$out" <<'PY' || cat "$out"/eval-*.json
 import json, sys
@@ -92,5 +98,10 @@ for who, label in (("student", "student before"), ("retrained", "student after r
 gap = m("teacher", "field") - m("student", "field")
 gain = m("retrained", "field") - m("student", "field")
 print(f"field gap recovered: {gain:+.3f} of {gap:.3f} ({100 * gain / gap:.0f} %); base change {m('retrained', 'base') - m('student', 'base'):+.3f}")
-print(f"run folder: {out}/runs/field (best.onnx, metrics.csv, plots); export to FP16/INT8 comes next")
+print(f"run folder: {out}/runs/field (best.onnx, metrics.csv, plots)")
+export = json.load(open(f"{out}/export.json"))
+print(f"\n{'export':<8}{'MB':>8}{'mAP50-95 field':>16}  file")
+for f in export["files"]:
+    print(f"{f['precision']:<8}{f['bytes'] / 1e6:>8.2f}{f['map50_95']:>16.3f}  {f['path']}")
+print(f"TensorRT calibration cache: {out}/export/best.int8.calib ({export['int8']['cache_tensors']} tensors)")
 PY

@@ -167,7 +167,7 @@ fn output_error(reference: &[f32], test: &[f32], rows: usize) -> f64 {
 }
 
 /// Ranks the Convs by the output error each causes when it alone is int8, then keeps the worst
-/// 1, 2, 3, 4, 6, 8, 12, … float until the val mAP50-95 drop is at most `--max-drop`.
+/// 1, 2, 3, 4, 6, 9, 13, … float until the val mAP50-95 drop is at most `--max-drop`.
 fn sensitivity(
     model: &headroom_onnx::Model,
     sites: &Sites,
