@@ -4,10 +4,12 @@
 //! - **state** for the whole run: the runtime (libtorch, ONNX Runtime, per device preset), the
 //!   weights (every copy the process keeps), the trainable parameters' gradients, the optimiser's
 //!   state, the averaged weights (EMA and the starting weights), the feature cache's pages;
-//! - plus the larger of two **phases** of each pass:
+//! - plus the largest of three **phases**:
 //!   - trunk: the input batch and the frozen trunk's live tensors under no-grad (its cut included);
 //!   - head: the cut, the activations autograd keeps (plain), or the segment boundaries plus one
-//!     recomputed segment (checkpointed), the gradient buffers of backward, the loss' temporaries.
+//!     recomputed segment (checkpointed), the gradient buffers of backward, the loss' temporaries;
+//!   - eval (each epoch's end): the written-back model and ONNX Runtime's session of it, its live
+//!     tensors at batch 1.
 //!
 //! Activations come from [`crate::graph_memory`]: the executor's freeing rule simulated over the
 //! graph's inferred shapes, with what libtorch's autograd saves per op ([`crate::saved`]).
@@ -119,6 +121,9 @@ pub struct Components {
     pub backward: u64,
     /// Head phase: the loss' and assigner's temporaries at the loss' own peak.
     pub loss: u64,
+    /// Evaluation phase (the end of each epoch): the written-back model's bytes and ONNX Runtime's
+    /// session of it (two more copies of the weights) and its live tensors at batch 1.
+    pub eval: u64,
 }
 
 impl Components {
@@ -145,19 +150,34 @@ impl Components {
 
     /// The estimated peak.
     pub fn peak(&self) -> u64 {
-        self.state() + self.trunk_phase().max(self.head_phase())
+        self.state() + self.trunk_phase().max(self.head_phase()).max(self.eval)
     }
 
-    /// The peak less what is resident once the model is loaded (runtime and weights): what
-    /// `checkpoint_memory --window step` measures.
+    /// Which phase sets the peak: `trunk`, `head` or `eval`.
+    pub fn peak_phase(&self) -> &'static str {
+        let (trunk, head) = (self.trunk_phase(), self.head_phase());
+        if self.eval > trunk.max(head) {
+            "eval"
+        } else if trunk > head {
+            "trunk"
+        } else {
+            "head"
+        }
+    }
+
+    /// The peak of the training passes (evaluation left out) less what is resident once the model
+    /// is loaded (runtime and weights): what `checkpoint_memory --window step` measures.
     pub fn training_peak(&self) -> u64 {
-        self.peak() - self.runtime - self.weights
+        self.state() - self.runtime - self.weights + self.trunk_phase().max(self.head_phase())
     }
 
     /// `(name, bytes)` of what makes up the peak, in a fixed order (the smaller phase shown as 0).
     pub fn at_peak(&self) -> Vec<(&'static str, u64)> {
-        let trunk = self.trunk_phase() > self.head_phase();
-        let phase = |v: u64, in_trunk: bool| if trunk == in_trunk { v } else { 0 };
+        let at = self.peak_phase();
+        let phase = |v: u64, in_trunk: bool| {
+            let this = if in_trunk { "trunk" } else { "head" };
+            if at == this { v } else { 0 }
+        };
         vec![
             ("runtime", self.runtime),
             ("weights", self.weights),
@@ -172,6 +192,7 @@ impl Components {
             ("activations", phase(self.activations, false)),
             ("backward", phase(if self.backward >= self.loss { self.backward } else { 0 }, false)),
             ("loss", phase(if self.backward >= self.loss { 0 } else { self.loss }, false)),
+            ("eval", if at == "eval" { self.eval } else { 0 }),
         ]
     }
 }
@@ -303,7 +324,9 @@ impl<'a> Planner<'a> {
         let trainable_bytes = trainable_elements * FLOAT_BYTES;
         // Copies: the decoded protobuf, the IR's decoded initializers, libtorch's, the file's bytes
         // kept for write-back; ONNX Runtime's session holds the trunk's once more.
-        let copies = if setup.trunk == TrunkRuntime::Ort && !setup.cache_features { 5 } else { 4 };
+        let ort_session =
+            setup.trunk == TrunkRuntime::Ort && !setup.cache_features && !partition.trunk.is_empty();
+        let copies = if ort_session { 5 } else { 4 };
         let amp_casts = if setup.amp { trainable_elements * 2 } else { 0 };
         let grad = requiring_grad(graph, &partition);
         let cut_bytes: u64 =
@@ -320,6 +343,9 @@ impl<'a> Planner<'a> {
             (live.peak * b - input_bytes, input_bytes)
         };
         let head = head_phase(graph, storages, &partition, &grad, setup.checkpoint);
+        let all_nodes: Vec<usize> = (0..graph.nodes.len()).collect();
+        let input = std::slice::from_ref(&inspection.input);
+        let inference = simulate(graph, storages, &[&all_nodes], input, &HashSet::new(), None).peak;
         let act_scale = |v: u64| if setup.amp { v / 2 } else { v };
         let (loss, loss_saved) = loss_bytes(inspection, storages, &partition, setup);
         let trainable_convs = partition
@@ -348,6 +374,7 @@ impl<'a> Planner<'a> {
             activations: act_scale(head.activations * b),
             backward: act_scale(head.backward * b) + loss_saved * b,
             loss: loss * b,
+            eval: weight_bytes * 2 + inference,
         };
         let plain = if setup.checkpoint {
             head_phase(graph, storages, &partition, &grad, false)
