@@ -18,6 +18,7 @@ use tch::{Kind, Tensor};
 use crate::cache::FeatureCache;
 use crate::data::{SoftTargets, augmented_batch, targets_for};
 use crate::loss::{Distill, LossConfig, detection_loss_with};
+use crate::memory_guard::{MemoryCap, StepDown};
 use crate::optim::{AdamW, Sgd, clip_grad_norm};
 use crate::student::Cut;
 use crate::{Error, Result, Student};
@@ -206,7 +207,7 @@ pub trait OutOfMemory {
     fn step_down(&mut self, config: &TrainConfig) -> Option<TrainConfig>;
 }
 
-/// The hook that stops (until `headroom plan` fills it in).
+/// The hook that stops ([`crate::memory_guard::LadderStepDown`] steps down instead).
 pub struct StopOnOutOfMemory;
 
 impl OutOfMemory for StopOnOutOfMemory {
@@ -239,10 +240,15 @@ pub struct Trainer<'a> {
     progress: Progress,
     soft: SoftTargets,
     checkpoint_path: Option<PathBuf>,
+    start_checkpoint: Option<PathBuf>,
     cache: Option<FeatureCache>,
     trunk: Option<RefCell<Box<ExternalTrunk<'a>>>>,
     phases: RefCell<[f64; 5]>,
     start: HashMap<String, Tensor>,
+    out_of_memory: Option<Box<dyn OutOfMemory + 'a>>,
+    memory_cap: Option<MemoryCap>,
+    steps_down: Vec<StepDown>,
+    passes_run: u64,
 }
 
 /// A trunk run elsewhere (ONNX Runtime on the trunk cut out of the same file): images in, cut out.
@@ -286,9 +292,14 @@ impl<'a> Trainer<'a> {
             progress: Progress::default(),
             soft: SoftTargets::new(),
             checkpoint_path: None,
+            start_checkpoint: None,
             cache: None,
             trunk: None,
             phases: RefCell::new([0.0; 5]),
+            out_of_memory: None,
+            memory_cap: None,
+            steps_down: Vec::new(),
+            passes_run: 0,
             start: student
                 .parameters()
                 .into_iter()
@@ -326,6 +337,30 @@ impl<'a> Trainer<'a> {
         self.checkpoint_path = Some(path.to_path_buf());
     }
 
+    /// What to do when memory runs out: with a hook that steps down, the trainer reloads the last
+    /// checkpoint (see [`Trainer::set_checkpoint_path`]) in the new configuration and continues.
+    pub fn set_out_of_memory(&mut self, hook: Box<dyn OutOfMemory + 'a>) {
+        self.out_of_memory = Some(hook);
+    }
+
+    /// Saves the run's starting state to `path`: what a step down goes back to when memory runs
+    /// out before the first checkpoint.
+    pub fn save_start_checkpoint(&mut self, path: &Path) -> Result<()> {
+        self.save_checkpoint(path)?;
+        self.start_checkpoint = Some(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Checks `cap` after every pass; exceeding it is an out-of-memory error.
+    pub fn set_memory_cap(&mut self, cap: MemoryCap) {
+        self.memory_cap = Some(cap);
+    }
+
+    /// The steps down taken so far.
+    pub fn steps_down(&self) -> &[StepDown] {
+        &self.steps_down
+    }
+
     /// Where the run stands.
     pub fn progress(&self) -> &Progress {
         &self.progress
@@ -337,8 +372,70 @@ impl<'a> Trainer<'a> {
     }
 
     /// Trains (the rest of) one epoch on `records`; `progress(pass, passes, components)` after
-    /// each pass, components being box, cls, dfl and kd.
+    /// each pass, components being box, cls, dfl and kd. When memory runs out (an allocation
+    /// failure or the memory cap) and the out-of-memory hook steps down, the last checkpoint is
+    /// reloaded in the new configuration and the epoch goes on from there.
     pub fn train_epoch(
+        &mut self,
+        records: &[ImageRecord],
+        progress: &dyn Fn(usize, usize, [f64; 4]),
+    ) -> Result<EpochStats> {
+        loop {
+            match self.epoch_once(records, progress) {
+                Err(Error::OutOfMemory { reason }) => self.recover(reason)?,
+                other => return other,
+            }
+        }
+    }
+
+    /// After running out of memory: one rung down, the last checkpoint reloaded.
+    fn recover(&mut self, reason: String) -> Result<()> {
+        let stop = |reason: String| Err(Error::OutOfMemory { reason });
+        let last = self.checkpoint_path.clone().filter(|p| p.exists());
+        let Some(path) = last.or_else(|| self.start_checkpoint.clone().filter(|p| p.exists())) else {
+            return stop(format!("{reason}; no checkpoint to step down from"));
+        };
+        let Some(hook) = self.out_of_memory.as_mut() else { return stop(reason) };
+        let Some(next) = hook.step_down(&self.config) else {
+            return stop(format!("{reason}; no rung left to step down to in this run"));
+        };
+        if next.imgsz != self.config.imgsz || next.nbs != self.config.nbs {
+            return stop(format!("{reason}; a step down cannot change the input size or the nominal batch"));
+        }
+        let (epoch, pass, old) = (self.progress.epochs_done, self.progress.pass, self.config.clone());
+        self.student.zero_grad();
+        self.config = next;
+        let saved_batch = self.load_checkpoint(&path)?;
+        // The checkpoint counts passes in the batch it was saved with; halving keeps them exact.
+        let images_done = self.progress.pass * saved_batch.unwrap_or(old.batch);
+        self.progress.pass = images_done / self.config.batch;
+        let step = StepDown {
+            epoch,
+            pass,
+            reason,
+            rung: crate::memory_guard::describe(&old, &self.config),
+            batch: [old.batch, self.config.batch],
+            accumulate: accumulate(&self.config),
+            resumed_at: [self.progress.epochs_done, self.progress.pass],
+        };
+        tracing::warn!(
+            "out of memory at epoch {} pass {} ({}): stepped down to {} (accumulating {} passes per step, \
+             nominal batch {}), resumed from {} at epoch {} pass {}",
+            epoch + 1,
+            pass,
+            step.reason,
+            step.rung,
+            step.accumulate,
+            self.config.nbs,
+            path.display(),
+            step.resumed_at[0] + 1,
+            step.resumed_at[1]
+        );
+        self.steps_down.push(step);
+        Ok(())
+    }
+
+    fn epoch_once(
         &mut self,
         records: &[ImageRecord],
         progress: &dyn Fn(usize, usize, [f64; 4]),
@@ -374,7 +471,22 @@ impl<'a> Trainer<'a> {
                 momentum = cfg.momentum;
             }
             let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
+            let cap = self.memory_cap.filter(|c| self.passes_run >= c.armed_after);
+            let resident_before = cap.map_or(0, |c| c.before_pass());
             let (value, components) = self.pass(&batch_records, records, epoch, pass).map_err(oom)?;
+            self.passes_run += 1;
+            if let Some(cap) = cap {
+                tracing::debug!("epoch {epoch} pass {pass}: {} MiB above the start", cap.used() >> 20);
+            }
+            if let Some(used) = cap.and_then(|c| c.exceeded(resident_before)) {
+                return Err(Error::OutOfMemory {
+                    reason: format!(
+                        "memory cap: the pass took {} MiB above the start, the cap is {} MiB",
+                        used >> 20,
+                        cap.map_or(0, |c| c.bytes >> 20)
+                    ),
+                });
+            }
             self.progress.pass = pass + 1;
             if !value.is_finite() {
                 self.progress.bad += 1;
@@ -619,7 +731,11 @@ impl<'a> Trainer<'a> {
                 named.extend(moments.into_iter().map(|(k, v)| (format!("adam/{k}"), v)));
             }
         }
-        let state = serde_json::to_vec(&SavedState { progress: self.progress.clone(), adam_steps })
+        let state = serde_json::to_vec(&SavedState {
+            progress: self.progress.clone(),
+            adam_steps,
+            batch: self.config.batch,
+        })
             .map_err(|e| Error::Data { reason: e.to_string() })?;
         named.push(("state".into(), Tensor::from_slice(&state)));
         let tmp = headroom_core::fsio::temporary_path(path);
@@ -627,8 +743,9 @@ impl<'a> Trainer<'a> {
         std::fs::rename(&tmp, path).map_err(|e| Error::Data { reason: format!("{}: {e}", path.display()) })
     }
 
-    /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the same student.
-    pub fn load_checkpoint(&mut self, path: &Path) -> Result<()> {
+    /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the same student; returns
+    /// the batch it was saved with (its `pass` counts passes of that batch), when it says.
+    pub fn load_checkpoint(&mut self, path: &Path) -> Result<Option<usize>> {
         let named = Tensor::load_multi(path)?;
         let map: HashMap<String, Tensor> = named.into_iter().collect();
         let _guard = tch::no_grad_guard();
@@ -663,7 +780,7 @@ impl<'a> Trainer<'a> {
             Optimizer::AdamW(adam) => adam.set_state(saved.adam_steps, &strip("adam/")),
         }
         self.progress = saved.progress;
-        Ok(())
+        Ok((saved.batch > 0).then_some(saved.batch))
     }
 }
 
@@ -673,6 +790,9 @@ struct SavedState {
     progress: Progress,
     #[serde(default)]
     adam_steps: u64,
+    /// The batch of the run when it was saved (0: older checkpoints).
+    #[serde(default)]
+    batch: usize,
 }
 
 /// libtorch's allocation failures become [`Error::OutOfMemory`].

@@ -29,6 +29,8 @@ pub mod loss;
 #[cfg(feature = "libtorch")]
 mod lower;
 #[cfg(feature = "libtorch")]
+pub mod memory_guard;
+#[cfg(feature = "libtorch")]
 pub mod optim;
 pub mod plan_chart;
 pub mod plots;

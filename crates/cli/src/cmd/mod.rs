@@ -17,6 +17,8 @@ mod synth;
 mod train;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod train_data;
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod train_plan;
 
 use clap::{Parser, Subcommand};
 
@@ -43,7 +45,7 @@ pub enum Command {
     /// Pseudo-label a folder of images with a teacher ONNX detector (labels, soft scores, manifest).
     Label(label::Args),
     /// Fine-tune an ONNX detector's head on a dataset and write the same ONNX back (best.onnx).
-    Train(train::Args),
+    Train(Box<train::Args>),
     /// Will training fit? Memory of each configuration of the fit ladder, from the graph, against a
     /// device's budget; exit 1 when nothing fits.
     Plan(plan::Args),

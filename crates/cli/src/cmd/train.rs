@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use super::Outcome;
 
 /// Arguments of `headroom train`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// The student, an Ultralytics ONNX detector export (or a headroom export of one).
     #[arg(long, value_name = "MODEL.onnx")]
@@ -79,9 +79,26 @@ pub struct Args {
     /// of the largest stride [default: the export's size].
     #[arg(long, value_parser = super::provider_args::count_arg::<32, 8192>)]
     pub imgsz: Option<usize>,
-    /// Where libtorch trains: cpu, cuda or cuda:N.
+    /// Where libtorch trains: cpu, cuda or cuda:N; or a device preset of `headroom plan`
+    /// (orin-nano-4, ...: CUDA when it has a GPU and libtorch sees one), whose budget --plan auto fits.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// `auto`: train with the first configuration of `headroom plan`'s fit ladder that fits the
+    /// device's budget (from --train, --imgsz, batch 16 down); it overrides --batch,
+    /// --no-checkpoint, --amp, --cache-features, --train and --imgsz. `off`: as given.
+    #[arg(long, default_value = "off", value_parser = ["off", "auto"])]
+    pub plan: String,
+    #[command(flatten)]
+    pub budget: super::plan::PlanArgs,
+    /// Stop a pass that takes more than this above what the process held when training started
+    /// (checked after every pass, Linux): it is then an out-of-memory error, and the run steps
+    /// down one rung (batch halved, accumulation keeping --nbs; then checkpointing; then AMP on a
+    /// GPU), reloads its last checkpoint and goes on, as after a real allocation failure.
+    #[arg(long, value_name = "SIZE")]
+    pub memory_cap: Option<String>,
+    /// Passes before --memory-cap is checked (to hit it mid-epoch in tests).
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub memory_cap_after: u64,
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
     /// torch (headroom's libtorch executor).
     #[arg(long, default_value = "ort", value_parser = ["ort", "torch"])]
@@ -161,11 +178,23 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         Some(n) => headroom_onnx::Trainable::Freeze(n),
         None => args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?,
     };
+    #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+    if args.plan == "auto" {
+        anyhow::ensure!(!args.resume, "--plan auto plans a new run; --resume continues with the run's own settings");
+        let (_, preset) = super::train_plan::resolve_device(&args.device, cuda_available())?;
+        let (planned, trainable) = super::train_plan::plan_auto(args, trainable, &preset, &args.budget)?;
+        return train(&planned, trainable);
+    }
     train(args, trainable)
 }
 
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+fn cuda_available() -> bool {
+    headroom_train::tch::Cuda::is_available()
+}
+
 /// `--hsv H,S,V`, each in [0, 1].
-fn hsv_gains(text: &str) -> anyhow::Result<[f32; 3]> {
+pub(super) fn hsv_gains(text: &str) -> anyhow::Result<[f32; 3]> {
     let parts: Vec<f32> = text
         .split(',')
         .map(|p| p.trim().parse::<f32>())
@@ -339,7 +368,7 @@ fn settings(
         kd: args.kd,
         anchor: args.anchor,
         checkpoint: !args.no_checkpoint,
-        amp: args.amp && args.device != "cpu",
+        amp: args.amp && args.device != "cpu" && headroom_train::tch::Cuda::is_available(),
         save_period: args.save_period,
         seed: args.seed,
         imgsz,
@@ -373,7 +402,8 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     if args.threads > 0 {
         headroom_train::tch::set_num_threads(args.threads as i32);
     }
-    let device = device(&args.device)?;
+    let (device_text, preset) = super::train_plan::resolve_device(&args.device, cuda_available())?;
+    let device = device(&device_text)?;
     if args.amp && !device.is_cuda() {
         tracing::warn!(
             "--amp: mixed precision is for CUDA; on the CPU this run trains in fp32 (config.toml records amp = false)"
@@ -418,6 +448,18 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     attach_trunk(&mut trainer, &model, &student, &run, &inputs, &replay, &dir, &base_sha, args.threads)?;
     let checkpoint = dir.join("ckpt/last.pt");
     trainer.set_checkpoint_path(&checkpoint);
+    // Out of memory: one rung down, back to the last checkpoint (docs/PLAN.md).
+    trainer.set_out_of_memory(Box::new(headroom_train::memory_guard::LadderStepDown { gpu: device.is_cuda() }));
+    if let Some(text) = &args.memory_cap {
+        let bytes = headroom_plan::parse_size(text).map_err(|e| anyhow::anyhow!("--memory-cap {e}"))?;
+        let cap = headroom_train::memory_guard::MemoryCap::new(bytes, args.memory_cap_after)
+            .ok_or_else(|| anyhow::anyhow!("--memory-cap needs /proc/self/status (Linux)"))?;
+        tracing::debug!("--memory-cap: resident at the start of training {} MiB", cap.base >> 20);
+        trainer.set_memory_cap(cap);
+    }
+    let setup = super::train_plan::setup_of(&config, trainable, &run.trunk, run.cache_features, &inputs.train);
+    let planner = super::train_plan::estimate_json(&model, &inspection, &preset, &setup);
+    tracing::info!("planner ({}): estimated peak {} MB for this run", preset.name, planner["estimate_mb"]);
     if args.resume {
         // Killed before its first checkpoint: the run starts again from the beginning.
         if checkpoint.exists() {
@@ -427,6 +469,10 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
         truncate_metrics(&dir, trainer.progress().epochs_done)?;
         let p = trainer.progress();
         tracing::info!("resuming {} at epoch {}, pass {}", dir.display(), p.epochs_done + 1, p.pass);
+    }
+    if !checkpoint.exists() {
+        // The state a step down goes back to before the first checkpoint of the run.
+        trainer.save_start_checkpoint(&dir.join("ckpt/start.pt"))?;
     }
     tracing::info!(
         "training {} ({trainable}, {} parameters, {device:?}) on {} images, validating on {}; run folder {}",
@@ -439,7 +485,15 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     let mut best = read_best(&dir);
     for epoch in trainer.progress().epochs_done..config.epochs {
         let images = with_replay(&inputs.train, &replay, run.replay_fraction, config.seed, epoch);
+        let logged = trainer.steps_down().len();
         let stats = train_epoch(&mut trainer, &images, epoch, config.epochs)?;
+        if trainer.steps_down().len() > logged {
+            super::train_plan::log_steps(&dir, &trainer.steps_down()[logged..])?;
+            // A resumed run continues in the configuration it stepped down to.
+            let stepped = RunConfig { settings: trainer.config().clone(), ..read_run_config(&dir)? };
+            let text = toml::to_string_pretty(&stepped).context("writing the run's settings")?;
+            headroom_core::fsio::write_atomic(&dir.join(CONFIG), text.as_bytes())?;
+        }
         let phases: Vec<String> = headroom_train::fit::PHASES
             .iter()
             .zip(stats.phases)
@@ -457,6 +511,8 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
         "best": dir.join("best.onnx"),
         "last": dir.join("last.onnx"),
         "peak_rss_mb": peak_rss_mb(),
+        "planner": planner,
+        "steps_down": trainer.steps_down(),
     });
     headroom_core::fsio::write_atomic(
         &dir.join("results.json"),

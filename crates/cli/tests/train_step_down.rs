@@ -1,0 +1,95 @@
+//! Out of memory in the middle of an epoch: `--memory-cap` (checked by the trainer after every pass,
+//! raising the same error as an allocation failure) is hit at batch 8; the run steps down to batch 4
+//! (the nominal batch kept through accumulation), reloads its last checkpoint, finishes every epoch,
+//! and its run log, results.json and config.toml say which rung it took.
+
+mod common;
+
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod with_libraries {
+    use crate::common::{demo_model, headroom, headroom_command, s};
+
+    #[test]
+    fn a_memory_cap_hit_mid_epoch_steps_down_and_the_run_finishes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let data = dir.path().join("data");
+        let synth = headroom(&[
+            "-q",
+            "synth",
+            "--preset",
+            "field",
+            "--seed",
+            "3",
+            "--train",
+            "16",
+            "--val",
+            "4",
+            "--out",
+            s(&data),
+        ]);
+        assert!(synth.status.success(), "{}", String::from_utf8_lossy(&synth.stderr));
+        let project = dir.path().join("runs");
+        let model = demo_model();
+        // Training all of YOLOv8n at 160 without checkpointing: a pass takes ~170 MiB above the
+        // start at batch 8 and ~120 MiB at batch 4 (12 MiB per image, docs/PLAN.md); the cap sits
+        // in between, armed after the first pass so that it is hit at the epoch's second pass,
+        // after the checkpoint of the first optimiser step (--nbs 8 --save-period 1).
+        // Freed tensors leave the resident set, so that it follows what a pass uses.
+        let run = headroom_command()
+            .env("MALLOC_MMAP_THRESHOLD_", "65536")
+            .args([
+                "train",
+                "--model",
+                s(&model),
+                "--data",
+                s(&data.join("data.yaml")),
+                "--epochs",
+                "2",
+                "--project",
+                s(&project),
+                "--name",
+                "capped",
+                "--threads",
+                "2",
+                "--train",
+                "all",
+                "--batch",
+                "8",
+                "--nbs",
+                "8",
+                "--save-period",
+                "1",
+                "--no-checkpoint",
+                "--memory-cap",
+                "145MiB",
+                "--memory-cap-after",
+                "1",
+            ])
+            .output()
+            .expect("headroom runs");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{stderr}");
+        let out = project.join("capped");
+        let log = std::fs::read_to_string(out.join("run.log")).expect("run.log");
+        assert!(
+            log.starts_with("out of memory at epoch 1 pass 1 (memory cap")
+                && log.contains("stepped down to batch 4"),
+            "{log}"
+        );
+        assert!(log.contains("resumed from the last checkpoint at epoch 1 pass 2"), "{log}");
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("results"))
+                .expect("json");
+        let step = &results["steps_down"][0];
+        assert_eq!(step["rung"], "batch 4");
+        assert_eq!(step["batch"], serde_json::json!([8, 4]));
+        assert_eq!(step["accumulate"], 2, "the nominal batch of 8 is kept");
+        assert!(results["planner"]["estimate_mb"].as_f64().is_some_and(|v| v > 0.0), "{results}");
+        // Nothing lost: both epochs evaluated and written, and a resume continues at batch 4.
+        let metrics = std::fs::read_to_string(out.join("metrics.csv")).expect("metrics");
+        assert_eq!(metrics.lines().count(), 3, "{metrics}");
+        assert!(out.join("best.onnx").exists() && out.join("last.onnx").exists());
+        let config = std::fs::read_to_string(out.join("config.toml")).expect("config");
+        assert!(config.contains("batch = 4"), "{config}");
+    }
+}

@@ -1,0 +1,113 @@
+//! Out-of-memory handling inside a run: the step-down hook that follows `headroom plan`'s in-run
+//! rungs, and the memory cap (`--memory-cap`) the trainer checks after every pass, raising the same
+//! [`crate::Error::OutOfMemory`] as an allocation failure.
+
+use serde::{Deserialize, Serialize};
+
+use crate::fit::{OutOfMemory, TrainConfig};
+
+/// One step down taken during a run (recorded in the run log and `results.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepDown {
+    /// 0-based epoch in which memory ran out.
+    pub epoch: usize,
+    /// Pass of that epoch (in the batch of the time) that ran out.
+    pub pass: usize,
+    /// What ran out (libtorch's message or the cap's).
+    pub reason: String,
+    /// The rung taken: `batch 1`, `checkpoint`, `amp`.
+    pub rung: String,
+    /// Batch before and after.
+    pub batch: [usize; 2],
+    /// Passes per optimiser step after it (the nominal batch is kept).
+    pub accumulate: usize,
+    /// Where training resumed: epoch and pass (in the new batch) of the checkpoint reloaded.
+    pub resumed_at: [usize; 2],
+}
+
+/// The rung `to` took from `from`, in words.
+pub fn describe(from: &TrainConfig, to: &TrainConfig) -> String {
+    let mut parts = Vec::new();
+    if to.batch != from.batch {
+        parts.push(format!("batch {}", to.batch));
+    }
+    if to.checkpoint && !from.checkpoint {
+        parts.push("checkpoint".to_string());
+    }
+    if to.amp && !from.amp {
+        parts.push("amp".to_string());
+    }
+    if parts.is_empty() { "same configuration".to_string() } else { parts.join(", ") }
+}
+
+/// Steps down the in-run rungs of the fit ladder ([`headroom_plan::step_down`]): halve the batch
+/// (accumulation keeps the nominal batch), then checkpointing, then AMP on a GPU.
+#[derive(Debug, Clone, Copy)]
+pub struct LadderStepDown {
+    /// Whether training runs on a GPU (AMP is a rung only there).
+    pub gpu: bool,
+}
+
+impl OutOfMemory for LadderStepDown {
+    fn step_down(&mut self, config: &TrainConfig) -> Option<TrainConfig> {
+        let (_, batch, checkpoint, amp) =
+            headroom_plan::step_down(config.batch, config.checkpoint, config.amp, self.gpu)?;
+        Some(TrainConfig { batch, checkpoint, amp, ..config.clone() })
+    }
+}
+
+/// A cap on what one training pass may take above the resident set the process held when the cap
+/// was set (after loading: the planner's "training peak"), checked after every pass from the peak
+/// resident set (`VmHWM`, reset before the pass). Linux only.
+///
+/// A pass exceeds it when its peak is above the cap **and** the process grew during the pass, as an
+/// allocation would fail only when the process needs more from the system: memory the allocator
+/// kept from an earlier, larger pass is reused, not counted again. (glibc keeps freed blocks
+/// resident below its mmap threshold; `MALLOC_MMAP_THRESHOLD_=65536` makes the resident set follow
+/// what is in use.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryCap {
+    /// Bytes a pass may take above `base`.
+    pub bytes: u64,
+    /// The resident set when the cap was set, bytes.
+    pub base: u64,
+    /// Passes of the run before the cap is checked (0: from the first).
+    pub armed_after: u64,
+}
+
+/// Growth of the resident set during a pass below which the pass did not need more memory
+/// (page-level noise of the allocator).
+const GROWTH_NOISE: u64 = 2 << 20;
+
+impl MemoryCap {
+    /// A cap of `bytes` above the current resident set; `None` where /proc cannot tell it.
+    pub fn new(bytes: u64, armed_after: u64) -> Option<MemoryCap> {
+        Some(MemoryCap { bytes, base: status_bytes("VmRSS:")?, armed_after })
+    }
+
+    /// Resets the peak resident set before a pass; returns the resident set then.
+    pub fn before_pass(&self) -> u64 {
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        status_bytes("VmRSS:").unwrap_or(0)
+    }
+
+    /// The peak resident set since [`MemoryCap::before_pass`] above the base, bytes.
+    pub fn used(&self) -> u64 {
+        status_bytes("VmHWM:").map_or(0, |peak| peak.saturating_sub(self.base))
+    }
+
+    /// What the pass took above the base when it is over the cap and the process grew during it
+    /// (`before`: what [`MemoryCap::before_pass`] returned).
+    pub fn exceeded(&self, before: u64) -> Option<u64> {
+        let peak = status_bytes("VmHWM:")?;
+        let used = peak.saturating_sub(self.base);
+        (used > self.bytes && peak > before + GROWTH_NOISE).then_some(used)
+    }
+}
+
+/// A `/proc/self/status` memory line in bytes.
+pub fn status_bytes(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+}
