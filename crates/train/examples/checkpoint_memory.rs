@@ -109,8 +109,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// `--window step`: one whole training step measured from right after loading, beside the planner's
-/// estimate of it.
+/// `--window step`: two whole training steps measured from right after loading
+/// ([`headroom_train::probe`]), beside the planner's estimate of them.
 fn step_window(
     model: &Model,
     student: &Student,
@@ -118,103 +118,47 @@ fn step_window(
     optimizer: &str,
     threads: i32,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use headroom_train::fit::head_tensors;
-    use headroom_train::loss::{LossConfig, Target, detection_loss};
-    use headroom_train::optim::{AdamW, Sgd};
-
     let inspection = student.inspection().clone();
     let estimate = {
         let mut planner = headroom_plan::Planner::new(model, &inspection, 0);
         planner.estimate(setup)?
     };
-    let (b, [h, w]) = (setup.batch as i64, setup.imgsz.map(i64::from));
-    let (nc, reg_max) = (inspection.classes as i64, inspection.head.reg_max as i64);
-    let config = if inspection.end_to_end {
-        LossConfig::one_to_one(nc, reg_max, inspection.strides.clone())
-    } else {
-        LossConfig::one_to_many(nc, reg_max, inspection.strides.clone())
-    };
-    let grids: Vec<(i64, i64)> = inspection.strides.iter().map(|s| (h / s, w / s)).collect();
-    let targets: Vec<Target> = (0..setup.batch)
-        .flat_map(|image| {
-            (0..setup.objects).map(move |k| {
-                let f = k as f32 / setup.objects.max(1) as f32;
-                Target {
-                    image,
-                    class: k % nc as usize,
-                    cx: 0.1 + 0.8 * f,
-                    cy: 0.5 + 0.3 * (f - 0.5),
-                    w: 0.1,
-                    h: 0.15,
-                }
-            })
-        })
-        .collect();
-    std::fs::write("/proc/self/clear_refs", "5")?;
-    let baseline = status_kb("VmRSS:").ok_or("no VmRSS")?;
-    let start = Instant::now();
-    tch::manual_seed(0);
-    let averages: Vec<Tensor> =
-        student.parameters().iter().flat_map(|(_, p)| [p.detach().copy(), p.detach().copy()]).collect();
-    let loss = |outputs: &[Tensor]| -> headroom_train::Result<Tensor> {
-        let (boxes, scores) = head_tensors(outputs)?;
-        Ok(detection_loss(&config, &boxes, &scores, &grids, &targets)?.total)
-    };
-    let mut sgd = Sgd::new(1e-4, 0.937, true, 5e-4);
-    let mut adam = AdamW::new(0.9, 5e-4);
-    let step = |sgd: &mut Sgd, adam: &mut AdamW| -> Result<f64, Box<dyn std::error::Error>> {
-        let images = Tensor::rand([b, 3, h, w], (Kind::Float, Device::Cpu));
-        let cut = student.trunk(&images)?;
-        drop(images);
-        let value = if setup.checkpoint {
-            student.backward_checkpointed(&cut, loss)?
-        } else {
-            student.backward(&cut, loss)?
-        };
-        drop(cut);
-        let parameters = student.parameters();
-        match optimizer {
-            "adamw" => adam.step_with(&parameters, 1e-4, 1e-4)?,
-            _ => sgd.step_with(&parameters, 1e-4, 1e-4)?,
-        }
-        student.zero_grad();
-        Ok(value)
-    };
-    let value = step(&mut sgd, &mut adam)?;
-    let seconds = start.elapsed().as_secs_f64();
-    let first_peak = status_kb("VmHWM:").ok_or("no VmHWM")?;
-    // A second step: what stays after the first (state, libtorch's first-run caches) and what a
-    // later pass needs on top of it. Every later step repeats the second, so the training peak is
-    // the peak over both.
-    let after_first = status_kb("VmRSS:").ok_or("no VmRSS")?;
-    step(&mut sgd, &mut adam)?;
-    let peak = status_kb("VmHWM:").ok_or("no VmHWM")?;
-    drop(averages);
+    let m = headroom_train::probe::measure_training_step(student, setup)?;
     let mb = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
     let c = &estimate.components;
-    let measured = (peak.saturating_sub(baseline)) as f64 / 1024.0;
-    let estimated = mb(c.training_peak());
+    let (measured, estimated) = (mb(m.peak), mb(c.training_peak()));
+    let components = [
+        ("gradients", c.gradients),
+        ("optimizer", c.optimizer),
+        ("averages", c.averages),
+        ("warmup", c.warmup),
+        ("input", c.input),
+        ("trunk", c.trunk),
+        ("cut", c.cut),
+        ("activations", c.activations),
+        ("backward", c.backward),
+        ("loss", c.loss),
+        ("head_phase", c.head_phase()),
+        ("trunk_phase", c.trunk_phase()),
+    ];
     println!(
-        "{{\"window\":\"step\",\"mode\":\"{}\",\"train\":\"{}\",\"imgsz\":{h},\"batch\":{b},\"threads\":{threads},\
-         \"optimizer\":\"{optimizer}\",\"objects\":{},\"family\":\"{}\",\"baseline_mb\":{:.1},\"peak_mb\":{:.1},\
-         \"measured_mb\":{measured:.1},\"first_step_mb\":{:.1},\"retained_mb\":{:.1},\"estimate_mb\":{estimated:.1},\"error_pct\":{:.1},\"components_mb\":{{{}}},\
-         \"seconds\":{seconds:.3},\"loss\":{value:.6}}}",
+        "{{\"window\":\"step\",\"mode\":\"{}\",\"train\":\"{}\",\"imgsz\":{},\"batch\":{},\"threads\":{threads},\
+         \"optimizer\":\"{optimizer}\",\"objects\":{},\"family\":\"{}\",\"baseline_mb\":{:.1},\
+         \"measured_mb\":{measured:.1},\"first_step_mb\":{:.1},\"retained_mb\":{:.1},\"estimate_mb\":{estimated:.1},\
+         \"error_pct\":{:.1},\"components_mb\":{{{}}},\"seconds\":{:.3},\"loss\":{:.6}}}",
         if setup.checkpoint { "checkpointed" } else { "plain" },
         setup.trainable,
+        setup.imgsz[0],
+        setup.batch,
         setup.objects,
         inspection.family,
-        baseline as f64 / 1024.0,
-        peak as f64 / 1024.0,
-        first_peak.saturating_sub(baseline) as f64 / 1024.0,
-        after_first.saturating_sub(baseline) as f64 / 1024.0,
+        mb(m.baseline),
+        mb(m.first_step),
+        mb(m.retained),
         (estimated - measured) / measured * 100.0,
-        c.at_peak()
-            .iter()
-            .chain([("head_phase", c.head_phase()), ("trunk_phase", c.trunk_phase())].iter())
-            .filter(|(n, _)| *n != "runtime" && *n != "weights")
-            .map(|(n, v)| format!("\"{n}\":{:.1}", mb(*v)))
-            .collect::<Vec<_>>()
-            .join(","),
+        components.iter().map(|(n, v)| format!("\"{n}\":{:.1}", mb(*v))).collect::<Vec<_>>().join(","),
+        m.seconds,
+        m.loss,
     );
     Ok(())
 }

@@ -35,6 +35,8 @@ pub mod optim;
 pub mod plan_chart;
 pub mod plots;
 #[cfg(feature = "libtorch")]
+pub mod probe;
+#[cfg(feature = "libtorch")]
 pub mod student;
 
 pub use error::{Error, Result};
