@@ -92,4 +92,68 @@ mod with_libraries {
         let config = std::fs::read_to_string(out.join("config.toml")).expect("config");
         assert!(config.contains("batch = 4"), "{config}");
     }
+
+    #[test]
+    fn plan_auto_trains_the_first_configuration_that_fits_and_refuses_when_none_does() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let data = dir.path().join("data");
+        let synth = headroom(&[
+            "-q",
+            "synth",
+            "--preset",
+            "field",
+            "--seed",
+            "4",
+            "--train",
+            "4",
+            "--val",
+            "2",
+            "--out",
+            s(&data),
+        ]);
+        assert!(synth.status.success(), "{}", String::from_utf8_lossy(&synth.stderr));
+        let project = dir.path().join("runs");
+        let model =
+            crate::common::repo_root().join("tests/fixtures/onnx/yolov8n-w00625-nc3-160-dynamic.onnx");
+        let yaml = data.join("data.yaml");
+        let with = |name: &'static str, budget: &'static str| {
+            headroom(&[
+                "train",
+                "--model",
+                s(&model),
+                "--data",
+                s(&yaml),
+                "--epochs",
+                "1",
+                "--project",
+                s(&project),
+                "--name",
+                name,
+                "--threads",
+                "2",
+                "--imgsz",
+                "320",
+                "--plan",
+                "auto",
+                "--device",
+                "orin-nano-4",
+                "--budget",
+                budget,
+            ])
+        };
+        let run = with("fits", "400MiB");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success() && stderr.contains("--plan auto on orin-nano-4"), "{stderr}");
+        let results: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(project.join("fits/results.json")).expect("results"),
+        )
+        .expect("json");
+        let estimate = results["planner"]["estimate_mb"].as_f64().expect("estimate");
+        assert!(estimate <= 400.0, "{results}");
+        let run = with("none", "64MiB");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("nothing fits") && stderr.contains("alone need"), "{stderr}");
+        assert!(!project.join("none").exists(), "nothing written when nothing fits");
+    }
 }

@@ -181,7 +181,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     if args.plan == "auto" {
         anyhow::ensure!(!args.resume, "--plan auto plans a new run; --resume continues with the run's own settings");
-        let (_, preset) = super::train_plan::resolve_device(&args.device, cuda_available())?;
+        let (_, preset) = super::train_plan::resolve_device(&args.device, cuda_available(), false)?;
         let (planned, trainable) = super::train_plan::plan_auto(args, trainable, &preset, &args.budget)?;
         return train(&planned, trainable);
     }
@@ -402,7 +402,7 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     if args.threads > 0 {
         headroom_train::tch::set_num_threads(args.threads as i32);
     }
-    let (device_text, preset) = super::train_plan::resolve_device(&args.device, cuda_available())?;
+    let (device_text, preset) = super::train_plan::resolve_device(&args.device, cuda_available(), true)?;
     let device = device(&device_text)?;
     if args.amp && !device.is_cuda() {
         tracing::warn!(

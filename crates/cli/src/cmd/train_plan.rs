@@ -12,7 +12,11 @@ use super::train::Args;
 
 /// libtorch's device text (`cpu`, `cuda`, `cuda:N`) and the preset whose budget and runtime apply:
 /// `--device` names either (a preset trains on CUDA when the preset has a GPU and libtorch sees one).
-pub fn resolve_device(text: &str, cuda_available: bool) -> anyhow::Result<(String, DevicePreset)> {
+pub fn resolve_device(
+    text: &str,
+    cuda_available: bool,
+    warn: bool,
+) -> anyhow::Result<(String, DevicePreset)> {
     let devices = headroom_plan::builtin_devices()?;
     let libtorch = text == "cpu" || text == "cuda" || text.starts_with("cuda:");
     if libtorch {
@@ -25,7 +29,7 @@ pub fn resolve_device(text: &str, cuda_available: bool) -> anyhow::Result<(Strin
     let torch = if preset.gpu && cuda_available {
         "cuda"
     } else {
-        if preset.gpu {
+        if preset.gpu && warn {
             tracing::warn!("--device {text}: this libtorch sees no CUDA device; training on the CPU");
         }
         "cpu"
