@@ -1,0 +1,456 @@
+#!/usr/bin/env bash
+# Verifies headroom's GPU paths on any Linux machine with an NVIDIA GPU and its driver (docs/GPU.md).
+# It installs the CUDA builds of the pinned native libraries from PyPI, builds headroom with the
+# `cuda` and `tensorrt` features, then runs every GPU path, each timed and under a time limit:
+#   doctor · label --ep cuda · label --ep tensorrt · train --device cuda --amp (2 epochs)
+#   · plan, and the planner's estimate against the measured GPU peak · export --engine (if trtexec)
+# and prints one table of PASS / FAIL / SKIP, also written to $OUT/results.txt (and .tsv).
+#
+# Usage: scripts/gpu-check.sh
+# Exit:  0 every check passed or was skipped; 1 a check failed; 2 it could not run (no GPU, no
+#        driver, an install or a tool missing): the message says which.
+# Env:   HEADROOM_GPU              GPU index (default 0)
+#        HEADROOM_GPU_DEPS         where the CUDA libraries go (default .deps/gpu, ~6 GB)
+#        HEADROOM_WHEEL_CACHE      pip's download cache (default $HEADROOM_GPU_DEPS/pip-cache)
+#        HEADROOM_GPU_CHECK_OUT    results and logs (default runs/gpu-check)
+#        HEADROOM_GPU_CHECK_BUDGET_S  seconds for all checks after install and build (default 480)
+#        HEADROOM_GPU_SKIP_INSTALL=1  use LIBTORCH, ORT_DYLIB_PATH and LD_LIBRARY_PATH as they are
+#                                  (a Jetson with JetPack's libraries, or any own CUDA build)
+#        CARGO_TARGET_DIR          default target/gpu (its own: other libtorch, other RUSTFLAGS)
+#        TRTEXEC                   trtexec for the engine check (else JetPack's path, then PATH)
+# Not yet run on a GPU: see docs/GPU.md for what that means for its results.
+# shellcheck source=lib/errtrap.sh
+source "$(dirname "$0")/lib/errtrap.sh"
+headroom_step "checking for an NVIDIA GPU"
+
+TORCH_VERSION=2.13.0           # tch 0.26.0 needs exactly this libtorch (PyPI's is a CUDA 13 build)
+ORT_VERSION=1.31.1             # ort 2.0.0-rc.15 with api-31; onnxruntime-gpu 1.31.1 is built for CUDA 13
+TRT_LIBS_VERSION=10.16.1.11    # ORT 1.31.1's TensorRT EP needs libnvinfer.so.10 (CUDA 13 build)
+MIN_DRIVER=580                 # CUDA 13 needs driver >= 580
+MIN_COMPUTE=7.5                # CUDA 13 dropped Maxwell, Pascal and Volta
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+gpu="${HEADROOM_GPU:-0}"
+deps="${HEADROOM_GPU_DEPS:-$root/.deps/gpu}"
+out="${HEADROOM_GPU_CHECK_OUT:-$root/runs/gpu-check}"
+budget="${HEADROOM_GPU_CHECK_BUDGET_S:-480}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/gpu}"
+teacher="$root/models/demo/teacher-shapes-160.onnx"
+student="$root/models/demo/yolov8n-shapes-160.onnx"
+
+fail() { echo "gpu-check: error: $*" >&2; exit 2; }
+step() { headroom_step "$*"; echo "gpu-check: $*" >&2; }
+
+# ------------------------------------------------------------------------------------------
+# preflight: fails in seconds, before anything is installed
+# ------------------------------------------------------------------------------------------
+
+command -v nvidia-smi >/dev/null \
+  || fail "no NVIDIA GPU: nvidia-smi is not on PATH (install the NVIDIA driver and check with \`nvidia-smi -L\`; on a Jetson see docs/GPU.md)"
+gpus=$(timeout 30 nvidia-smi -L 2>&1) \
+  || fail "no NVIDIA GPU usable: \`nvidia-smi -L\` failed or hung for 30 s: ${gpus:-no output} (is the driver loaded? in a container: --gpus all)"
+grep -q '^GPU ' <<<"$gpus" || fail "no NVIDIA GPU: nvidia-smi lists none ($gpus)"
+query() { timeout 30 nvidia-smi -i "$gpu" --query-gpu="$1" --format=csv,noheader,nounits 2>/dev/null | head -n1 | sed 's/^ *//; s/ *$//' || true; }
+gpu_name=$(query name)
+[ -n "$gpu_name" ] || fail "nvidia-smi knows no GPU $gpu (HEADROOM_GPU); it lists: $gpus"
+driver=$(query driver_version)
+gpu_mib=$(query memory.total)
+compute=$(query compute_cap)
+# The PyPI wheels are CUDA 13 builds; libraries given with HEADROOM_GPU_SKIP_INSTALL (JetPack's
+# CUDA 12, say) have their own requirements, which the checks themselves will show.
+if [ "${HEADROOM_GPU_SKIP_INSTALL:-0}" != 1 ]; then
+  [[ "$driver" =~ ^[0-9]+ ]] || fail "cannot read the driver version from nvidia-smi (got '$driver')"
+  [ "${driver%%.*}" -ge "$MIN_DRIVER" ] \
+    || fail "NVIDIA driver $driver is older than $MIN_DRIVER: torch $TORCH_VERSION and onnxruntime-gpu $ORT_VERSION from PyPI are CUDA 13 builds, which need driver >= $MIN_DRIVER"
+  if [[ "$compute" =~ ^[0-9.]+$ ]] && awk -v c="$compute" -v m="$MIN_COMPUTE" 'BEGIN { exit !(c < m) }'; then
+    fail "$gpu_name has compute capability $compute; the CUDA 13 builds need >= $MIN_COMPUTE"
+  fi
+fi
+step "GPU $gpu: $gpu_name, ${gpu_mib:-?} MiB, compute ${compute:-?}, driver $driver"
+
+command -v python3 >/dev/null || fail "python3 is needed (pip downloads the pinned wheels; results are parsed with it)"
+command -v cargo >/dev/null || fail "cargo is needed to build headroom: install Rust >= $(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' "$root/Cargo.toml") (https://rustup.rs)"
+command -v c++ >/dev/null || fail "a C++ compiler is needed (torch-sys builds C++ against libtorch): apt-get install g++"
+for f in "$teacher" "$student"; do [ -f "$f" ] || fail "$f is missing: run from a full headroom checkout"; done
+mkdir -p "$out/logs" "$deps" || fail "cannot create $out or $deps (set HEADROOM_GPU_CHECK_OUT / HEADROOM_GPU_DEPS)"
+rm -rf "$out/work" "$out/logs"/* "$out/results.txt" "$out/results.tsv"
+work="$out/work"
+mkdir -p "$work"
+
+# ------------------------------------------------------------------------------------------
+# the table
+# ------------------------------------------------------------------------------------------
+
+ROWS=()
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# record NAME STATUS SECONDS NOTE
+record() {
+  ROWS+=("$1"$'\t'"$2"$'\t'"$3"$'\t'"$4")
+  printf 'gpu-check: %-26s %-4s %7s s  %s\n' "$1" "$2" "$3" "$4" >&2
+}
+
+# run_timed NAME LIMIT_S LOG CMD...: runs CMD with stdout+stderr to LOG under a time limit.
+# Sets RC (124: timed out) and SECS. Never fails the script.
+run_timed() {
+  local name=$1 limit=$2 log=$3 t0; shift 3
+  t0=$(now)
+  step "$name (limit ${limit} s, log $log)"
+  RC=0
+  timeout --kill-after=15 "$limit" "$@" >"$log" 2>&1 || RC=$?
+  SECS=$(since "$t0")
+}
+
+# Seconds left of the checks' budget, at least 0.
+checks_t0=""
+left() { awk -v b="$budget" -v a="$checks_t0" -v n="$(now)" 'BEGIN { l = b - (n - a); printf "%d", (l > 0 ? l : 0) }'; }
+# limit WANTED: min(WANTED, time left); 0 when fewer than 15 s are left.
+limit() { local l; l=$(left); [ "$l" -ge 15 ] || { echo 0; return; }; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
+
+# json FILE EXPR: a value from a JSON file (EXPR in Python over `d`), or nothing.
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); v=$2; print('' if v is None else v)" "$1" 2>/dev/null || true; }
+# First JSON object in a log that also holds other lines (stdout and stderr together).
+json_of_log() { python3 - "$1" "$2" <<'PY' 2>/dev/null || true
+import json, sys
+text = open(sys.argv[1]).read()
+start = text.find("{")
+while start >= 0:
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(text[start:])
+        json.dump(obj, open(sys.argv[2], "w"))
+        break
+    except ValueError:
+        start = text.find("{", start + 1)
+PY
+}
+# last_line LOG: the last non-empty line of a log, for a FAIL note.
+last_line() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n1 | cut -c1-140 || true; }
+
+finish() {
+  local header line fails=0
+  for line in "${ROWS[@]}"; do [[ "$line" != *$'\t'FAIL$'\t'* ]] || fails=$((fails + 1)); done
+  header="headroom gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): GPU $gpu $gpu_name (${gpu_mib:-?} MiB, compute ${compute:-?}), driver $driver; torch $TORCH_VERSION, onnxruntime-gpu $ORT_VERSION"
+  {
+    echo "$header"
+    printf '%-26s %-6s %9s  %s\n' check result seconds note
+    printf '%-26s %-6s %9s  %s\n' -------------------------- ------ --------- ----
+    for line in "${ROWS[@]}"; do
+      IFS=$'\t' read -r n s t note <<<"$line"
+      printf '%-26s %-6s %9s  %s\n' "$n" "$s" "$t" "$note"
+    done
+    echo "logs: $out/logs"
+  } | tee "$out/results.txt"
+  { printf 'check\tresult\tseconds\tnote\n'; printf '%s\n' "${ROWS[@]}"; } > "$out/results.tsv"
+  echo "gpu-check: results in $out/results.txt; $fails check(s) failed" >&2
+  [ "$fails" = 0 ] || exit 1
+  exit 0
+}
+
+# ------------------------------------------------------------------------------------------
+# install (outside the checks' budget)
+# ------------------------------------------------------------------------------------------
+
+site="$deps/site-packages"
+trt_site="$deps/tensorrt"
+lt="$deps/libtorch"
+trt_missing=""
+platforms=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux2010_x86_64)
+for i in $(seq 5 35); do platforms+=(--platform "manylinux_2_${i}_x86_64"); done
+pip_args=(--quiet --disable-pip-version-check --only-binary=:all: "${platforms[@]}"
+          --python-version 3.11 --implementation cp --cache-dir "${HEADROOM_WHEEL_CACHE:-$deps/pip-cache}")
+
+install_libraries() {
+  [ "$(uname -m)" = x86_64 ] || fail "the CUDA wheels installed here are x86_64 ones; on $(uname -m) (a Jetson) \
+install JetPack's libraries and run with HEADROOM_GPU_SKIP_INSTALL=1 LIBTORCH=... ORT_DYLIB_PATH=... (docs/GPU.md)"
+  python3 -m pip --version >/dev/null 2>&1 || fail "pip is needed (apt-get install python3-pip)"
+  local stamp="torch==$TORCH_VERSION onnxruntime-gpu[cuda,cudnn]==$ORT_VERSION"
+  if [ "$(cat "$deps/installed" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$site" "$deps/installed"
+    step "installing $stamp and their pinned CUDA 13 libraries into $site (about 4 GB download)"
+    # One resolution, so torch's exact CUDA pins also serve onnxruntime-gpu (its are ~=13.0).
+    python3 -m pip install "${pip_args[@]}" --target "$site" "torch==$TORCH_VERSION" \
+      "onnxruntime-gpu[cuda,cudnn]==$ORT_VERSION" >&2 \
+      || fail "pip could not install torch==$TORCH_VERSION and onnxruntime-gpu==$ORT_VERSION (is PyPI reachable? see pip's message above)"
+    echo "$stamp" > "$deps/installed"
+  fi
+  local got
+  got=$(sed -n "s/^__version__ = '\([^'+]*\).*/\1/p" "$site/torch/version.py" 2>/dev/null || true)
+  [ "$got" = "$TORCH_VERSION" ] || fail "$site holds torch '$got', expected $TORCH_VERSION: delete $deps and rerun"
+  grep -q "^cuda = '13" "$site/torch/version.py" || fail "the torch wheel in $site is not a CUDA 13 build: delete $deps and rerun"
+
+  # TensorRT's libraries come from NVIDIA's index (PyPI only has a stub that fetches them). Without
+  # them the TensorRT checks are skipped, not failed: the rest still says something.
+  if [ ! -f "$trt_site/installed" ] || [ "$(cat "$trt_site/installed")" != "$TRT_LIBS_VERSION" ]; then
+    rm -rf "$trt_site"
+    step "installing tensorrt-cu13-libs==$TRT_LIBS_VERSION from https://pypi.nvidia.com"
+    if python3 -m pip install "${pip_args[@]}" --no-deps --extra-index-url https://pypi.nvidia.com \
+         --target "$trt_site" "tensorrt-cu13-libs==$TRT_LIBS_VERSION" >&2; then
+      echo "$TRT_LIBS_VERSION" > "$trt_site/installed"
+    else
+      trt_missing="pip could not install tensorrt-cu13-libs==$TRT_LIBS_VERSION from pypi.nvidia.com"
+      echo "gpu-check: warning: $trt_missing; the TensorRT checks will be skipped" >&2
+    fi
+  fi
+
+  # LIBTORCH as torch-sys wants it: lib/ with every library of the wheel (libtorch_cuda.so
+  # included, so torch-sys links the CUDA build), include/, and the build-version file.
+  rm -rf "$lt"
+  mkdir -p "$lt/lib"
+  local f
+  for f in "$site"/torch/lib/*.so*; do ln -s "$f" "$lt/lib/$(basename "$f")"; done
+  ln -s "$site/torch/include" "$lt/include"
+  echo "$TORCH_VERSION" > "$lt/build-version"
+
+  local dirs
+  dirs=$( { find "$site/nvidia" -mindepth 2 -maxdepth 2 -type d -name lib 2>/dev/null || true; } | sort | paste -sd: -)
+  [ -d "$trt_site/tensorrt_libs" ] && dirs="$dirs:$trt_site/tensorrt_libs"
+  export LIBTORCH="$lt" LIBTORCH_CXX11_ABI=1
+  export ORT_DYLIB_PATH="$site/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
+  export LD_LIBRARY_PATH="$lt/lib:$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  cat > "$out/env.sh" <<ENV
+# Written by scripts/gpu-check.sh: source it to run the CUDA build of headroom by hand.
+export LIBTORCH="$LIBTORCH"
+export LIBTORCH_CXX11_ABI=1
+export ORT_DYLIB_PATH="$ORT_DYLIB_PATH"
+export LD_LIBRARY_PATH="$LD_LIBRARY_PATH"
+export CARGO_TARGET_DIR="$CARGO_TARGET_DIR"
+ENV
+}
+
+# missing_libs LIB: the "not found" lines of ldd for LIB, or nothing.
+missing_libs() { { ldd "$1" 2>/dev/null || true; } | { grep 'not found' || true; } | awk '{print $1}' | paste -sd' ' -; }
+
+check_libraries() {
+  [ -f "$ORT_DYLIB_PATH" ] || fail "ORT_DYLIB_PATH=$ORT_DYLIB_PATH does not exist"
+  [ -e "$LIBTORCH/lib/libtorch_cuda.so" ] || fail "$LIBTORCH/lib has no libtorch_cuda.so: not a CUDA libtorch"
+  local m capi
+  m=$(missing_libs "$LIBTORCH/lib/libtorch_cuda.so")
+  [ -z "$m" ] || fail "libtorch_cuda.so cannot find: $m (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
+  capi=$(dirname "$ORT_DYLIB_PATH")
+  [ -f "$capi/libonnxruntime_providers_cuda.so" ] || fail "$capi has no libonnxruntime_providers_cuda.so: not a GPU build of ONNX Runtime"
+  m=$(missing_libs "$capi/libonnxruntime_providers_cuda.so")
+  [ -z "$m" ] || fail "ONNX Runtime's CUDA provider cannot find: $m"
+  if [ -z "$trt_missing" ]; then
+    if [ ! -f "$capi/libonnxruntime_providers_tensorrt.so" ]; then
+      trt_missing="this ONNX Runtime has no TensorRT provider"
+    else
+      m=$(missing_libs "$capi/libonnxruntime_providers_tensorrt.so")
+      [ -z "$m" ] || trt_missing="ONNX Runtime's TensorRT provider cannot find $m"
+    fi
+  fi
+}
+
+t0=$(now)
+if [ "${HEADROOM_GPU_SKIP_INSTALL:-0}" = 1 ]; then
+  headroom_step "checking the given libraries"
+  if [ -z "${LIBTORCH:-}" ] || [ -z "${ORT_DYLIB_PATH:-}" ]; then
+    fail "HEADROOM_GPU_SKIP_INSTALL=1 needs LIBTORCH and ORT_DYLIB_PATH (and LD_LIBRARY_PATH) set"
+  fi
+  export LIBTORCH_CXX11_ABI="${LIBTORCH_CXX11_ABI:-1}"
+  check_libraries
+  record "install" SKIP "$(since "$t0")" "HEADROOM_GPU_SKIP_INSTALL=1: LIBTORCH=$LIBTORCH"
+else
+  install_libraries
+  check_libraries
+  trt_note="TensorRT libs $TRT_LIBS_VERSION"
+  [ -z "$trt_missing" ] || trt_note="no TensorRT: $trt_missing"
+  record "install" PASS "$(since "$t0")" "torch $TORCH_VERSION (CUDA 13), onnxruntime-gpu $ORT_VERSION, $trt_note"
+fi
+
+# ------------------------------------------------------------------------------------------
+# build (outside the checks' budget)
+# ------------------------------------------------------------------------------------------
+
+bin="$CARGO_TARGET_DIR/release/headroom"
+t0=$(now)
+step "building headroom --release --features cuda,tensorrt into $CARGO_TARGET_DIR (torch-sys alone takes minutes)"
+# --no-as-needed -ltorch: libtorch.so NEEDs libtorch_cuda.so, which nothing references by symbol;
+# without it the linker drops it and libtorch sees no CUDA (tch-rs issue 980; tch's own build.rs).
+if (cd "$root" && RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C link-arg=-Wl,--no-as-needed -C link-arg=-ltorch" \
+      cargo build --release --locked -p headroom-cli --features cuda,tensorrt) >"$out/logs/build.log" 2>&1; then
+  record "build" PASS "$(since "$t0")" "$bin"
+else
+  record "build" FAIL "$(since "$t0")" "cargo build failed: $(last_line "$out/logs/build.log") (logs/build.log)"
+  for n in synth doctor "label --ep cpu" "label --ep cuda" "label --ep tensorrt" "train cuda --amp" plan "plan vs GPU peak" "export --engine"; do
+    record "$n" SKIP 0.0 "no binary (build failed)"
+  done
+  finish
+fi
+
+# ------------------------------------------------------------------------------------------
+# checks (within the budget)
+# ------------------------------------------------------------------------------------------
+
+checks_t0=$(now)
+# out_of_time NAME WANTED_S: sets LIMIT for the next check; when the budget is spent, records a
+# SKIP for NAME and returns 0.
+LIMIT=0
+out_of_time() {
+  LIMIT=$(limit "$2")
+  [ "$LIMIT" -gt 0 ] && return 1
+  record "$1" SKIP 0.0 "time budget (${budget} s) spent"
+}
+
+# --- data -----------------------------------------------------------------------------------
+synth="$work/synth"
+if ! out_of_time "synth" 60; then
+  run_timed "synth" "$LIMIT" "$out/logs/synth.log" "$bin" synth --out "$synth" --preset field --seed 7 --train 32 --val 16
+  if [ "$RC" = 0 ] && [ -f "$synth/data.yaml" ]; then record "synth" PASS "$SECS" "32 train + 16 val field images"
+  else record "synth" FAIL "$SECS" "exit $RC: $(last_line "$out/logs/synth.log")"; fi
+fi
+have_data=0; [ -f "$synth/data.yaml" ] && have_data=1
+
+# --- doctor ---------------------------------------------------------------------------------
+if ! out_of_time "doctor" 120; then
+  run_timed "doctor" "$LIMIT" "$out/logs/doctor.log" "$bin" doctor --json --model "$teacher"
+  json_of_log "$out/logs/doctor.log" "$work/doctor.json"
+  ort_ok=$(json "$work/doctor.json" "d['onnxruntime']['ok']")
+  torch_ok=$(json "$work/doctor.json" "d['libtorch']['ok']")
+  torch_detail=$(json "$work/doctor.json" "d['libtorch']['detail']")
+  if [ "$RC" = 0 ] && [ "$ort_ok" = True ] && [ "$torch_ok" = True ] && [[ "$torch_detail" == *"CUDA available"* ]]; then
+    record "doctor" PASS "$SECS" "$torch_detail"
+  elif [ "$RC" = 124 ]; then record "doctor" FAIL "$SECS" "timed out after $LIMIT s"
+  else record "doctor" FAIL "$SECS" "exit $RC; onnxruntime ok=$ort_ok; libtorch: ${torch_detail:-$(last_line "$out/logs/doctor.log")}"; fi
+fi
+
+# --- label ----------------------------------------------------------------------------------
+# label_check NAME TAG WANTED_S EP_ARGS...: labels the synth images with the teacher. Sets LABEL_RAN
+# (0: skipped, already recorded), LABEL_OK, LABEL_NOTE and BOXES (the box count, empty on failure).
+label_check() {
+  local name=$1 tag=$2 wanted=$3 provider
+  shift 3
+  LABEL_RAN=0 LABEL_OK=0 LABEL_NOTE="" BOXES=""
+  if [ "$have_data" = 0 ]; then record "$name" SKIP 0.0 "no synth images"; return 0; fi
+  if out_of_time "$name" "$wanted"; then return 0; fi
+  LABEL_RAN=1
+  run_timed "$name" "$LIMIT" "$out/logs/label-$tag.log" "$bin" label --teacher "$teacher" \
+    --images "$synth/images" --out "$work/label-$tag" --json "$@"
+  json_of_log "$out/logs/label-$tag.log" "$work/label-$tag.json"
+  provider=$(json "$work/label-$tag.json" "d['provider']")
+  BOXES=$(json "$work/label-$tag.json" "d['counts']['boxes']")
+  if [ "$RC" = 0 ] && [ -n "$BOXES" ]; then
+    LABEL_OK=1
+    LABEL_NOTE="provider $provider, $(json "$work/label-$tag.json" "d['counts']['labelled']") images, $BOXES boxes"
+  else
+    BOXES=""
+    LABEL_NOTE="exit $RC: $(last_line "$out/logs/label-$tag.log")"
+    [ "$RC" != 124 ] || LABEL_NOTE="timed out after $LIMIT s"
+  fi
+}
+# record_label NAME TOLERANCE_PERCENT: records the last label_check; a GPU provider passes when its
+# box count is within TOLERANCE of the CPU's (same teacher, same images, same thresholds).
+record_label() {
+  local name=$1 tol=$2
+  [ "$LABEL_RAN" = 1 ] || return 0
+  if [ "$LABEL_OK" = 0 ]; then record "$name" FAIL "$SECS" "$LABEL_NOTE"; return 0; fi
+  if [ -z "$tol" ]; then record "$name" PASS "$SECS" "$LABEL_NOTE (the reference)"; return 0; fi
+  if [ -z "$cpu_boxes" ]; then record "$name" PASS "$SECS" "$LABEL_NOTE (no CPU count to compare)"; return 0; fi
+  if awk -v b="$BOXES" -v r="$cpu_boxes" -v t="$tol" 'BEGIN { d = b - r; if (d < 0) d = -d; exit !(d <= t / 100 * (r > 0 ? r : 1)) }'; then
+    record "$name" PASS "$SECS" "$LABEL_NOTE; CPU $cpu_boxes (within $tol %)"
+  else
+    record "$name" FAIL "$SECS" "$LABEL_NOTE; CPU gave $cpu_boxes: off by more than $tol %"
+  fi
+}
+
+cpu_boxes=""
+label_check "label --ep cpu" cpu 120 --ep cpu
+record_label "label --ep cpu" ""
+cpu_boxes=$BOXES
+
+label_check "label --ep cuda" cuda 120 --ep cuda --device-id "$gpu"
+record_label "label --ep cuda" 2
+
+if [ -n "$trt_missing" ]; then
+  record "label --ep tensorrt" SKIP 0.0 "$trt_missing"
+else
+  # FP16 engines, cached in the work folder; this first run builds them (tens of seconds).
+  label_check "label --ep tensorrt" tensorrt 300 --ep tensorrt --device-id "$gpu" --trt-fp16 \
+    --trt-engine-cache "$work/trt-cache" --trt-timing-cache "$work/trt-cache"
+  record_label "label --ep tensorrt" 5
+fi
+
+# --- train on CUDA with AMP, sampling the GPU's memory ----------------------------------------
+run_dir="$work/runs/cuda-amp"
+gpu_peak_mib=""
+train_ok=0
+if [ "$have_data" = 0 ]; then
+  record "train cuda --amp" SKIP 0.0 "no synth data"
+elif ! out_of_time "train cuda --amp" 300; then
+  baseline=$(query memory.used)
+  ( while :; do
+      timeout 5 nvidia-smi -i "$gpu" --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null || true
+      sleep 0.2
+    done ) > "$work/gpu-memory.txt" &
+  sampler=$!
+  run_timed "train cuda --amp" "$LIMIT" "$out/logs/train.log" "$bin" train --model "$student" \
+    --data "$synth/data.yaml" --device "cuda:$gpu" --amp --epochs 2 --batch 2 \
+    --project "$work/runs" --name cuda-amp
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
+  peak=$(awk '$1 ~ /^[0-9]+$/ && $1 > m { m = $1 } END { print m + 0 }' "$work/gpu-memory.txt")
+  if [[ "${baseline:-}" =~ ^[0-9]+$ ]] && [ "$peak" -gt 0 ]; then gpu_peak_mib=$((peak - baseline)); fi
+  amp_on=0
+  grep -Eq '^[[:space:]]*amp[[:space:]]*=[[:space:]]*true' "$run_dir/config.toml" 2>/dev/null && amp_on=1
+  if [ "$RC" = 0 ] && [ -f "$run_dir/results.json" ] && [ "$amp_on" = 1 ] && ! grep -q 'on the CPU' "$out/logs/train.log"; then
+    train_ok=1
+    record "train cuda --amp" PASS "$SECS" "2 epochs; best fitness $(json "$run_dir/results.json" "d['best_fitness']"); GPU memory +${gpu_peak_mib:-?} MiB at peak"
+  elif [ "$RC" = 124 ]; then record "train cuda --amp" FAIL "$SECS" "timed out after $LIMIT s"
+  elif [ "$RC" = 0 ]; then record "train cuda --amp" FAIL "$SECS" "ran, but not on CUDA with AMP (config.toml amp=$amp_on; see logs/train.log)"
+  else record "train cuda --amp" FAIL "$SECS" "exit $RC: $(last_line "$out/logs/train.log")"; fi
+fi
+
+# --- plan, and its estimate against the measured peak ------------------------------------------
+if ! "$bin" plan --help >/dev/null 2>&1; then
+  record "plan" SKIP 0.0 "headroom plan: not available in this build"
+  record "plan vs GPU peak" SKIP 0.0 "headroom plan: not available in this build"
+else
+  if ! out_of_time "plan" 60; then
+    run_timed "plan" "$LIMIT" "$out/logs/plan.log" "$bin" plan --model "$student" --device gpu-8 \
+      --budget auto --train head --batch 2 --json
+    json_of_log "$out/logs/plan.log" "$work/plan.json"
+    chosen=$(json "$work/plan.json" "d['plan']['candidates'][d['plan']['chosen']]['rung'] if d['plan'].get('chosen') is not None else 'none fits'")
+    if { [ "$RC" = 0 ] || [ "$RC" = 1 ]; } && [ -n "$chosen" ]; then
+      record "plan" PASS "$SECS" "gpu-8 preset, --budget auto (free GPU memory): chosen rung: $chosen"
+    else record "plan" FAIL "$SECS" "exit $RC: $(last_line "$out/logs/plan.log")"; fi
+  fi
+  estimate=""
+  [ -f "$run_dir/results.json" ] && estimate=$(json "$run_dir/results.json" "d['planner']['estimate_mb']")
+  # A CUDA allocator peak, if a later headroom writes one into results.json; else nvidia-smi's view.
+  allocator=""
+  [ -f "$run_dir/results.json" ] && allocator=$(json "$run_dir/results.json" \
+    "next((v for k, v in d.items() if 'cuda' in k and 'peak' in k and isinstance(v, (int, float))), None)")
+  if [ -n "$allocator" ]; then measured=$allocator; source_note="CUDA allocator peak (results.json)"
+  else measured=${gpu_peak_mib:-}; source_note="nvidia-smi memory.used above idle, sampled every 0.2 s (CUDA context and cached blocks included)"; fi
+  if [ "$train_ok" = 0 ]; then
+    record "plan vs GPU peak" SKIP 0.0 "no CUDA training run to measure (train cuda --amp did not pass)"
+  elif [ -z "$estimate" ] || [ -z "$measured" ]; then
+    record "plan vs GPU peak" SKIP 0.0 "no planner estimate or no measured peak (train did not finish)"
+  elif awk -v m="$measured" -v e="$estimate" 'BEGIN { exit !(m <= e) }'; then
+    record "plan vs GPU peak" PASS 0.0 "estimate $estimate MiB >= measured $measured MiB ($(awk -v m="$measured" -v e="$estimate" 'BEGIN { printf "%.2f", e / (m > 0 ? m : 1) }')x); $source_note"
+  else
+    record "plan vs GPU peak" FAIL 0.0 "planner UNDER-estimates: $estimate MiB < measured $measured MiB; $source_note"
+  fi
+fi
+
+# --- export with engines ------------------------------------------------------------------------
+trtexec="${TRTEXEC:-}"
+[ -n "$trtexec" ] || { [ -x /usr/src/tensorrt/bin/trtexec ] && trtexec=/usr/src/tensorrt/bin/trtexec; } || true
+[ -n "$trtexec" ] || trtexec=$(command -v trtexec || true)
+if [ -z "$trtexec" ]; then
+  record "export --engine" SKIP 0.0 "no trtexec (TRTEXEC, /usr/src/tensorrt/bin/trtexec, PATH); pip's TensorRT has none"
+elif [ "$have_data" = 0 ]; then
+  record "export --engine" SKIP 0.0 "no synth images to calibrate on"
+elif ! out_of_time "export --engine" 300; then
+  # trtexec brings its own TensorRT: keep pip's TensorRT libraries out of its way.
+  ld_export=$(tr ':' '\n' <<<"$LD_LIBRARY_PATH" | grep -v tensorrt_libs | paste -sd: -)
+  run_timed "export --engine" "$LIMIT" "$out/logs/export.log" env LD_LIBRARY_PATH="$ld_export" \
+    "$bin" export --model "$student" --fp16 --int8 --calib "$synth/images/train" --calib-images 32 \
+    --engine --trtexec "$trtexec" --device gpu-check --out "$work/export" --force
+  engines=$(find "$work/export" -name '*.engine' 2>/dev/null | wc -l)
+  if [ "$RC" = 0 ] && [ "$engines" -gt 0 ]; then
+    record "export --engine" PASS "$SECS" "$engines engine(s) with $trtexec"
+  elif [ "$RC" = 124 ]; then record "export --engine" FAIL "$SECS" "timed out after $LIMIT s"
+  else record "export --engine" FAIL "$SECS" "exit $RC, $engines engine(s): $(last_line "$out/logs/export.log")"; fi
+fi
+
+finish
