@@ -80,3 +80,23 @@ fn bad_input_says_what_is_wrong() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.code() == Some(2) && stderr.contains("multiple of the largest stride"), "{stderr}");
 }
+
+#[test]
+fn budget_auto_reads_what_is_free_and_reserve_takes_off_it() {
+    let run = headroom(&[
+        "plan",
+        "--model",
+        s(&demo_model()),
+        "--device",
+        "x86-cpu",
+        "--budget",
+        "auto",
+        "--reserve",
+        "1GiB",
+        "--json",
+    ]);
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+    let source = json["budget_source"].as_str().expect("source");
+    assert!(source.contains("MemAvailable") && source.contains("--reserve 1.00 GiB"), "{source}");
+}

@@ -91,6 +91,8 @@ fn smaller_sizes(imgsz: [u32; 2], stride: u32) -> Vec<[u32; 2]> {
 /// The start's own settings are respected as floors: a rung never raises the batch, turns
 /// checkpointing off, or trains more.
 pub fn plan(planner: &mut Planner<'_>, start: &Setup, budget: u64, gpu: bool) -> Result<Plan, Error> {
+    let limit = planner.batch_limit(start.trainable, start.imgsz)?;
+    let start = &Setup { batch: start.batch.min(limit), ..start.clone() };
     let first = planner.estimate(start)?;
     let floor = first.components.runtime + first.components.weights;
     let mut candidates = vec![Candidate {

@@ -302,6 +302,22 @@ impl<'a> Planner<'a> {
         self.graphs.get(&imgsz).ok_or(Error::ImageSize { imgsz, reason: "no graph".into() })
     }
 
+    /// The largest batch `trainable` can train at: 1 when the export's batch is fixed at 1 and the
+    /// trainable part reshapes with it (attention in 11, v10, 26: `headroom train` refuses more),
+    /// else unlimited.
+    pub fn batch_limit(&mut self, trainable: Trainable, imgsz: [u32; 2]) -> Result<usize, Error> {
+        let fixed_one = self.inspection.input_shape.first() == Some(&Dim::Known(1));
+        let inspection = self.inspection;
+        let (graph, _) = self.graph(imgsz)?;
+        let partition = Partition::new(graph, inspection, trainable)?;
+        let reshapes = partition
+            .segments
+            .iter()
+            .flat_map(|s| &s.nodes)
+            .any(|&i| matches!(graph.nodes[i].op, headroom_onnx::Op::Reshape(_)));
+        Ok(if fixed_one && reshapes { 1 } else { usize::MAX })
+    }
+
     /// Estimates `setup`.
     pub fn estimate(&mut self, setup: &Setup) -> Result<Estimate, Error> {
         if setup.batch == 0 {

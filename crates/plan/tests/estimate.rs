@@ -106,3 +106,15 @@ fn the_ladder_chooses_the_first_fit_and_names_the_least_budget_otherwise() {
     assert_eq!(none.chosen, None);
     assert!(none.minimum > 64 << 20 && none.advice.expect("advice").contains("alone need"));
 }
+
+#[test]
+fn a_static_batch_one_export_with_attention_plans_batch_one_only() {
+    let model = fixture("tests/fixtures/onnx/yolo11n-w00625-nc3-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let mut planner = Planner::new(&model, &inspection, 0);
+    assert_eq!(planner.batch_limit(Trainable::Freeze(0), [160, 160]).expect("limit"), 1);
+    assert_eq!(planner.batch_limit(Trainable::Head, [160, 160]).expect("limit"), usize::MAX);
+    let start = Setup { trainable: Trainable::Freeze(0), batch: 16, imgsz: [160, 160], ..Setup::default() };
+    let plan = headroom_plan::plan(&mut planner, &start, 64 << 30, false).expect("plan");
+    assert!(plan.candidates.iter().all(|c| c.estimate.setup.batch == 1), "{:?}", plan.candidates[0].rung);
+}
