@@ -405,10 +405,7 @@ impl<'a> Trainer<'a> {
         let (epoch, pass, old) = (self.progress.epochs_done, self.progress.pass, self.config.clone());
         self.student.zero_grad();
         self.config = next;
-        let saved_batch = self.load_checkpoint(&path)?;
-        // The checkpoint counts passes in the batch it was saved with; halving keeps them exact.
-        let images_done = self.progress.pass * saved_batch.unwrap_or(old.batch);
-        self.progress.pass = images_done / self.config.batch;
+        self.load_checkpoint(&path)?;
         let step = StepDown {
             epoch,
             pass,
@@ -736,16 +733,17 @@ impl<'a> Trainer<'a> {
             adam_steps,
             batch: self.config.batch,
         })
-            .map_err(|e| Error::Data { reason: e.to_string() })?;
+        .map_err(|e| Error::Data { reason: e.to_string() })?;
         named.push(("state".into(), Tensor::from_slice(&state)));
         let tmp = headroom_core::fsio::temporary_path(path);
         Tensor::save_multi(&named, &tmp)?;
         std::fs::rename(&tmp, path).map_err(|e| Error::Data { reason: format!("{}: {e}", path.display()) })
     }
 
-    /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the same student; returns
-    /// the batch it was saved with (its `pass` counts passes of that batch), when it says.
-    pub fn load_checkpoint(&mut self, path: &Path) -> Result<Option<usize>> {
+    /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the same student. Saved
+    /// with another batch (a step down since), its position in the epoch is converted to this
+    /// configuration's batch (exact when one divides the other the way halving does).
+    pub fn load_checkpoint(&mut self, path: &Path) -> Result<()> {
         let named = Tensor::load_multi(path)?;
         let map: HashMap<String, Tensor> = named.into_iter().collect();
         let _guard = tch::no_grad_guard();
@@ -780,7 +778,10 @@ impl<'a> Trainer<'a> {
             Optimizer::AdamW(adam) => adam.set_state(saved.adam_steps, &strip("adam/")),
         }
         self.progress = saved.progress;
-        Ok((saved.batch > 0).then_some(saved.batch))
+        if saved.batch > 0 && saved.batch != self.config.batch {
+            self.progress.pass = self.progress.pass * saved.batch / self.config.batch;
+        }
+        Ok(())
     }
 }
 
