@@ -262,6 +262,11 @@ fn table(model: &Path, device: &DevicePreset, budget: &Budget, plan: &Plan) -> S
             c.rung,
             parts.join(", ")
         );
+        let by_op: Vec<String> =
+            c.estimate.saved_by_op.iter().take(6).map(|(op, v)| format!("{op} {}", mib(*v))).collect();
+        if !by_op.is_empty() {
+            let _ = writeln!(s, "kept for backward by op (plain backward, MiB): {}", by_op.join(", "));
+        }
         if plan.chosen.is_some() {
             let _ = writeln!(
                 s,
