@@ -55,12 +55,13 @@ fn a_64_mib_budget_is_refused_with_the_least_that_would_fit() {
 #[test]
 fn bad_input_says_what_is_wrong() {
     let demo = demo_model();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--device", "jetson-tx1"], "known devices: orin-agx-64"),
         (&["--device", "orin-nano-4", "--imgsz", "320"], "fixed at 160x160"),
         (&["--device", "orin-nano-4", "--budget", "lots"], "not a size"),
         (&["--device", "orin-nano-4", "--train", "backbone"], "--train backbone"),
         (&["--device", "orin-nano-4", "--reserve", "3 furlongs"], "unknown unit"),
+        (&["--device", "orin-nano-4", "--batch", "0"], "--batch 0"),
     ];
     for (extra, want) in cases {
         let mut args = vec!["plan", "--model", s(&demo)];
@@ -75,6 +76,11 @@ fn bad_input_says_what_is_wrong() {
     std::fs::write(&junk, b"not a model").expect("write");
     let run = headroom(&["plan", "--model", s(&junk), "--device", "orin-nano-4"]);
     assert_eq!(run.status.code(), Some(2));
+    // Not a detector: nothing to split for training.
+    let neg = repo_root().join("tests/fixtures/onnx_node/test_neg/model.onnx");
+    let run = headroom(&["plan", "--model", s(&neg), "--device", "orin-nano-4"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.code() == Some(2) && stderr.contains("error:"), "{stderr}");
     let dynamic = dynamic_model();
     let run = headroom(&["plan", "--model", s(&dynamic), "--device", "orin-nano-4", "--imgsz", "300"]);
     let stderr = String::from_utf8_lossy(&run.stderr);

@@ -220,6 +220,7 @@ pub struct Planner<'a> {
     model: &'a Model,
     inspection: &'a Inspection,
     runtime: u64,
+    discrete: bool,
     graphs: HashMap<[u32; 2], (Graph, Storages)>,
 }
 
@@ -242,7 +243,16 @@ pub const WARMUP_PER_CONV: u64 = 150 << 10;
 impl<'a> Planner<'a> {
     /// A planner for `model` (inspected as `inspection`) with `runtime` bytes of runtime overhead.
     pub fn new(model: &'a Model, inspection: &'a Inspection, runtime: u64) -> Planner<'a> {
-        Planner { model, inspection, runtime, graphs: HashMap::new() }
+        Planner { model, inspection, runtime, discrete: false, graphs: HashMap::new() }
+    }
+
+    /// For a discrete GPU, whose budget is its own memory: only what lives on the device counts —
+    /// libtorch's copy of the weights (the protobuf, the IR, the file's bytes and ONNX Runtime's
+    /// CPU sessions stay in host memory), no evaluation phase (ONNX Runtime on the CPU). On unified
+    /// memory (Jetson, a CPU) everything shares the one pool and counts.
+    pub fn discrete(mut self) -> Planner<'a> {
+        self.discrete = true;
+        self
     }
 
     /// The input sizes the export accepts: `None` for any multiple of the largest stride (dynamic),
@@ -324,7 +334,7 @@ impl<'a> Planner<'a> {
             return Err(Error::Setup { reason: "batch must be at least 1".into() });
         }
         let inspection = self.inspection;
-        let runtime = self.runtime;
+        let (runtime, discrete) = (self.runtime, self.discrete);
         let (graph, storages) = self.graph(setup.imgsz)?;
         let partition =
             Partition::new(graph, inspection, setup.trainable).map_err(|source| Error::Model { source })?;
@@ -342,7 +352,13 @@ impl<'a> Planner<'a> {
         // kept for write-back; ONNX Runtime's session holds the trunk's once more.
         let ort_session =
             setup.trunk == TrunkRuntime::Ort && !setup.cache_features && !partition.trunk.is_empty();
-        let copies = if ort_session { 5 } else { 4 };
+        let copies = if discrete {
+            1
+        } else if ort_session {
+            5
+        } else {
+            4
+        };
         let amp_casts = if setup.amp { trainable_elements * 2 } else { 0 };
         let grad = requiring_grad(graph, &partition);
         let cut_bytes: u64 =
@@ -390,7 +406,7 @@ impl<'a> Planner<'a> {
             activations: act_scale(head.activations * b),
             backward: act_scale(head.backward * b) + loss_saved * b,
             loss: loss * b,
-            eval: weight_bytes * 2 + inference,
+            eval: if discrete { 0 } else { weight_bytes * 2 + inference },
         };
         let plain = if setup.checkpoint {
             head_phase(graph, storages, &partition, &grad, false)

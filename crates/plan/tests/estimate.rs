@@ -118,3 +118,16 @@ fn a_static_batch_one_export_with_attention_plans_batch_one_only() {
     let plan = headroom_plan::plan(&mut planner, &start, 64 << 30, false).expect("plan");
     assert!(plan.candidates.iter().all(|c| c.estimate.setup.batch == 1), "{:?}", plan.candidates[0].rung);
 }
+
+#[test]
+fn a_discrete_gpu_counts_only_what_lives_on_it() {
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let s = setup(Trainable::Head, 2, true, 160);
+    let unified = Planner::new(&model, &inspection, 0).estimate(&s).expect("unified");
+    let discrete = Planner::new(&model, &inspection, 0).discrete().estimate(&s).expect("discrete");
+    assert_eq!(discrete.components.weights * 4, unified.components.weights);
+    assert_eq!(discrete.components.eval, 0);
+    assert!(discrete.peak < unified.peak);
+    assert_eq!(discrete.components.training_peak(), unified.components.training_peak());
+}

@@ -83,6 +83,9 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     start.objects = args.objects;
     start.images = args.images;
     let mut planner = Planner::new(&model, &inspection, device.runtime_bytes());
+    if !device.unified {
+        planner = planner.discrete();
+    }
     let plan = headroom_plan::plan(&mut planner, &start, budget.bytes, device.gpu)?;
     if let Some(path) = &args.chart {
         let title = format!("{} on {}", file_name(&args.model), device.name);

@@ -53,6 +53,9 @@ pub fn plan_auto(
     start.amp = false;
     let budget = budget(plan, preset)?;
     let mut planner = Planner::new(&model, &inspection, preset.runtime_bytes());
+    if !preset.unified {
+        planner = planner.discrete();
+    }
     let found = headroom_plan::plan(&mut planner, &start, budget.bytes, preset.gpu && args.device != "cpu")?;
     let Some(chosen) = found.chosen.and_then(|i| found.candidates.get(i)) else {
         anyhow::bail!(
@@ -100,6 +103,9 @@ pub fn estimate_json(
     setup: &Setup,
 ) -> serde_json::Value {
     let mut planner = Planner::new(model, inspection, preset.runtime_bytes());
+    if !preset.unified {
+        planner = planner.discrete();
+    }
     match planner.estimate(setup) {
         Ok(e) => {
             let mb = |b: u64| (b as f64 / f64::from(1u32 << 20) * 10.0).round() / 10.0;
