@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run -p headroom-train --example checkpoint_memory -- MODEL.onnx [--imgsz 640] [--batch 2]
 //!     [--train 10|head|neck+head|all] [--mode plain|checkpointed] [--threads 2]
-//!     [--window backward|step] [--optimizer sgd|adamw] [--objects 8]
+//!     [--window backward|step|trunk] [--optimizer sgd|adamw] [--objects 8]
 //! ```
 //!
 //! Prints one JSON line. Memory is the process's peak resident set (`VmHWM`), reset through
@@ -19,6 +19,8 @@
 //!   run's peak is (the first step leaves libtorch's caches and the state behind, `retained_mb`).
 //!   The line then also holds the memory planner's estimate of the same configuration
 //!   (`estimate_mb`, headroom-plan) and its components: docs/PLAN.md, scripts/bench/plan_memory.sh.
+//! - `--window trunk`: the input batch and the frozen trunk under no-grad alone, beside the
+//!   planner's trunk phase.
 //!
 //! Run each configuration in its own process, with `MALLOC_MMAP_THRESHOLD_=65536` so that freed
 //! tensors leave the resident set (scripts/bench/checkpoint_memory.sh).
@@ -64,6 +66,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "checkpointed" => true,
         other => return Err(format!("--mode {other}: plain or checkpointed").into()),
     };
+    if window == "trunk" {
+        // The trunk phase alone: the input batch and the frozen trunk under no-grad.
+        let inspection = student.inspection().clone();
+        let setup = headroom_plan::Setup {
+            trainable: spec,
+            batch: batch as usize,
+            imgsz: [imgsz as u32, imgsz as u32],
+            trunk: headroom_plan::TrunkRuntime::Torch,
+            ..headroom_plan::Setup::default()
+        };
+        let c = headroom_plan::Planner::new(&model, &inspection, 0).estimate(&setup)?.components;
+        std::fs::write("/proc/self/clear_refs", "5")?;
+        let baseline = status_kb("VmRSS:").ok_or("no VmRSS")?;
+        let images = Tensor::rand([batch, 3, imgsz, imgsz], (Kind::Float, Device::Cpu));
+        let cut = student.trunk(&images)?;
+        let peak = status_kb("VmHWM:").ok_or("no VmHWM")?;
+        drop((cut, images));
+        let (measured, estimated) = ((peak - baseline) as f64 / 1024.0, c.trunk_phase() as f64 / 1048576.0);
+        println!(
+            "{{\"window\":\"trunk\",\"train\":\"{spec}\",\"imgsz\":{imgsz},\"batch\":{batch},\
+             \"measured_mb\":{measured:.1},\"estimate_mb\":{estimated:.1},\"error_pct\":{:.1}}}",
+            (estimated - measured) / measured * 100.0
+        );
+        return Ok(());
+    }
     if window == "step" {
         let setup = headroom_plan::Setup {
             trainable: spec,
