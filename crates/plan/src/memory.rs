@@ -366,13 +366,8 @@ impl<'a> Planner<'a> {
         let (trunk_bytes, input_bytes) = if setup.cache_features || partition.trunk.is_empty() {
             (0, 0)
         } else {
-            let input = inspection.input.clone();
-            let mut keep: HashSet<&str> = partition.cut.iter().map(String::as_str).collect();
-            keep.insert(input.as_str());
-            let live =
-                simulate(graph, storages, &[&partition.trunk], std::slice::from_ref(&input), &keep, None);
-            let input_bytes = storages.bytes_of(&input) * b;
-            (live.peak * b - input_bytes, input_bytes)
+            let (trunk, input) = trunk_phase(graph, storages, &partition, &inspection.input);
+            (trunk * b, input * b)
         };
         let head = head_phase(graph, storages, &partition, &grad, setup.checkpoint);
         let all_nodes: Vec<usize> = (0..graph.nodes.len()).collect();
@@ -422,6 +417,17 @@ impl<'a> Planner<'a> {
             cache_file,
         })
     }
+}
+
+/// The trunk under no-grad at batch 1: its live tensors at the worst node less the input, and the
+/// input (the caller holds the batch while the trunk runs; the cut is kept for the trainable part).
+fn trunk_phase(graph: &Graph, storages: &Storages, partition: &Partition, input: &str) -> (u64, u64) {
+    let mut keep: HashSet<&str> = partition.cut.iter().map(String::as_str).collect();
+    keep.insert(input);
+    let initial = [input.to_string()];
+    let live = simulate(graph, storages, &[&partition.trunk], &initial, &keep, None);
+    let input_bytes = storages.bytes_of(input);
+    (live.peak.saturating_sub(input_bytes), input_bytes)
 }
 
 fn distinct<'s>(storages: &'s Storages, names: impl Iterator<Item = &'s String>) -> Vec<&'s str> {
