@@ -8,8 +8,10 @@
 #   5. headroom train: the student's head, batch 2, checkpointed, on the pseudo-labels, replaying
 #      base images against forgetting (defaults otherwise; distillation, --kd, measured worse here)
 #   6. evaluates the retrained student (best.onnx) on both
+#   (plan: the memory of each training configuration on an Orin Nano 4GB, charted in the report)
 #   7. headroom export: FP16 and INT8 (Q/DQ + TensorRT calibration cache, calibrated on the field
-#      images) of the retrained student, each scored on the field val split; prints the tables
+#      images) of the retrained student, each scored on the field val split; prints the tables and
+#      writes demo-out/report/ (summary.md with the tables and step times, PNG plots)
 # Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build; HEADROOM_DEMO_EPOCHS (10).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
@@ -47,6 +49,8 @@ rm -rf "$out/base-train" "$out/base" "$out/field-train" "$out/field"
 "$bin" -q synth --preset field --seed 11 --train 64 --val 1 --out "$out/field-train" || fail "headroom synth"
 "$bin" -q synth --preset field --seed 12 --train 1 --val 48 --out "$out/field" || fail "headroom synth"
 
+declare -A times
+times[start]=$SECONDS
 stage "headroom eval: the student and the teacher on base and field (before)"
 for who in student teacher; do
   m=$model; [ "$who" = teacher ] && m=$teacher
@@ -56,10 +60,12 @@ for who in student teacher; do
   done
 done
 
+times[eval-before]=$SECONDS
 stage "headroom label: the teacher pseudo-labels the field training images"
 rm -rf "$out/field-labelled"
 "$bin" label --teacher "$teacher" --images "$out/field-train/images/train" --out "$out/field-labelled" \
   || fail "headroom label"
+times[label]=$SECONDS
 # Train on the pseudo-labels, validate on the field val split.
 cat > "$out/field-retrain.yaml" <<YAML
 path: $(cd "$out" && pwd)
@@ -69,28 +75,40 @@ nc: 3
 names: [circle, square, triangle]
 YAML
 
+stage "headroom plan: training memory of the student on a Jetson Orin Nano 4GB, by configuration"
+mkdir -p "$out/report"
+"$bin" -q plan --model "$model" --device orin-nano-4 --train head --chart "$out/report/plan.png" \
+  || fail "headroom plan"
+times[plan]=$SECONDS
+
 stage "headroom train: the student's head on the pseudo-labels (batch 2, checkpointed, --replay base)"
 rm -rf "$out/runs/field"
 "$bin" train --model "$model" --data "$out/field-retrain.yaml" --replay "$out/base-train/data.yaml" \
   --epochs "$epochs" --batch 2 --project "$out/runs" --name field || fail "headroom train"
 
+times[train]=$SECONDS
 stage "headroom eval: the retrained student on base and field (after)"
 for preset in base field; do
   "$bin" -q eval --model "$out/runs/field/best.onnx" --data "$out/$preset/data.yaml" \
     --json-out "$out/eval-retrained-$preset.json" || fail "headroom eval of the retrained student on $preset"
 done
 
+times[eval-after]=$SECONDS
 stage "headroom inspect --check: the retrained file runs the same in ONNX Runtime and headroom's executor"
 "$bin" inspect "$out/runs/field/best.onnx" --check | tail -n 3 || fail "headroom inspect --check"
 
+times[check]=$SECONDS
 stage "headroom export: FP16 and INT8 of the retrained student (calibrated on the field images)"
 "$bin" -q export --model "$out/runs/field/best.onnx" --fp16 --int8 --calib "$out/field-train/images/train" \
   --data "$out/field/data.yaml" --out "$out/export" --force --json > "$out/export.json" || fail "headroom export"
 
+times[export]=$SECONDS
 stage "summary"
-python3 - "$out" <<'PY' || cat "$out"/eval-*.json
-import json, sys
-out = sys.argv[1]
+marks=""
+for k in start eval-before label plan train eval-after check export; do marks+="$k=${times[$k]} "; done
+python3 - "$out" "$marks" <<'PY' || cat "$out"/eval-*.json
+import json, shutil, sys
+out, marks = sys.argv[1], sys.argv[2]
 m = lambda who, p: json.load(open(f"{out}/eval-{who}-{p}.json"))["metrics"]["map50_95"]
 print(f"{'mAP50-95':<34}{'base (old scenes)':>18}{'field (new scenes)':>20}")
 for who, label in (("student", "student before"), ("retrained", "student after retraining"), ("teacher", "teacher (labelled the field)")):
@@ -104,4 +122,27 @@ print(f"\n{'export':<8}{'MB':>8}{'mAP50-95 field':>16}  file")
 for f in export["files"]:
     print(f"{f['precision']:<8}{f['bytes'] / 1e6:>8.2f}{f['map50_95']:>16.3f}  {f['path']}")
 print(f"TensorRT calibration cache: {out}/export/best.int8.calib ({export['int8']['cache_tensors']} tensors)")
+
+# The report folder: a Markdown summary and the PNG plots.
+stamps = [(k, int(v)) for k, v in (m.split("=") for m in marks.split())]
+steps = {b[0]: b[1] - a[1] for a, b in zip(stamps, stamps[1:])}
+results = json.load(open(f"{out}/runs/field/results.json"))
+report = f"{out}/report"
+for png in ("loss", "map", "memory", "lr"):
+    shutil.copy(f"{out}/runs/field/{png}.png", f"{report}/train-{png}.png")
+rows = [("student before", "student"), ("student after retraining", "retrained"), ("teacher (labelled the field)", "teacher")]
+md = ["# headroom demo: the field retraining loop", "",
+      "| model | mAP50-95 base (old scenes) | mAP50-95 field (new scenes) |", "|---|---|---|"]
+md += [f"| {label} | {m(who, 'base'):.3f} | {m(who, 'field'):.3f} |" for label, who in rows]
+md += ["", f"Field gap recovered: {gain:+.3f} of {gap:.3f}; base change {m('retrained', 'base') - m('student', 'base'):+.3f}.", "",
+       "| artefact | MB | ms per image (ONNX Runtime CPU) | mAP50-95 field |", "|---|---|---|---|"]
+md += [f"| {f['precision']} | {f['bytes'] / 1e6:.2f} | {f['ms_per_image']:.2f} | {f['map50_95']:.3f} |" for f in export["files"]]
+planner = results.get("planner") or {}
+md += ["", f"Training peak memory (whole process, resident): {results['peak_rss_mb']:.0f} MB; "
+       f"the planner estimated {planner.get('estimate_mb', float('nan')):.0f} MB.", "",
+       "| step | seconds |", "|---|---|"]
+md += [f"| {k} | {v} |" for k, v in steps.items()]
+md += ["", "![plan](plan.png)", "", "![mAP](train-map.png) ![loss](train-loss.png) ![memory](train-memory.png)", ""]
+open(f"{report}/summary.md", "w").write("\n".join(md))
+print(f"report: {report}/summary.md (+ plan.png, train-*.png)")
 PY
