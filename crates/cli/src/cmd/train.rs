@@ -180,9 +180,13 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     };
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     if args.plan == "auto" {
-        anyhow::ensure!(!args.resume, "--plan auto plans a new run; --resume continues with the run's own settings");
-        let (_, preset) = super::train_plan::resolve_device(&args.device, cuda_available(), false)?;
-        let (planned, trainable) = super::train_plan::plan_auto(args, trainable, &preset, &args.budget)?;
+        anyhow::ensure!(
+            !args.resume,
+            "--plan auto plans a new run; --resume continues with the run's own settings"
+        );
+        let (torch, preset) = super::train_plan::resolve_device(&args.device, cuda_available(), false)?;
+        let gpu = torch != "cpu";
+        let (planned, trainable) = super::train_plan::plan_auto(args, trainable, &preset, &args.budget, gpu)?;
         return train(&planned, trainable);
     }
     train(args, trainable)
@@ -449,7 +453,8 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
     let checkpoint = dir.join("ckpt/last.pt");
     trainer.set_checkpoint_path(&checkpoint);
     // Out of memory: one rung down, back to the last checkpoint (docs/PLAN.md).
-    trainer.set_out_of_memory(Box::new(headroom_train::memory_guard::LadderStepDown { gpu: device.is_cuda() }));
+    trainer
+        .set_out_of_memory(Box::new(headroom_train::memory_guard::LadderStepDown { gpu: device.is_cuda() }));
     if let Some(text) = &args.memory_cap {
         let bytes = headroom_plan::parse_size(text).map_err(|e| anyhow::anyhow!("--memory-cap {e}"))?;
         let cap = headroom_train::memory_guard::MemoryCap::new(bytes, args.memory_cap_after)
@@ -457,7 +462,8 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
         tracing::debug!("--memory-cap: resident at the start of training {} MiB", cap.base >> 20);
         trainer.set_memory_cap(cap);
     }
-    let setup = super::train_plan::setup_of(&config, trainable, &run.trunk, run.cache_features, &inputs.train);
+    let setup =
+        super::train_plan::setup_of(&config, trainable, &run.trunk, run.cache_features, &inputs.train);
     let planner = super::train_plan::estimate_json(&model, &inspection, &preset, &setup);
     tracing::info!("planner ({}): estimated peak {} MB for this run", preset.name, planner["estimate_mb"]);
     if args.resume {

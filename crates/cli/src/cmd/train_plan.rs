@@ -38,12 +38,14 @@ pub fn resolve_device(
 }
 
 /// `--plan auto`: runs the fit ladder from the asked configuration (batch 16 at most) and returns
-/// the arguments and split of the first candidate that fits.
+/// the arguments and split of the first candidate that fits. `gpu`: libtorch trains on CUDA (AMP
+/// is a rung only then).
 pub fn plan_auto(
     args: &Args,
     trainable: Trainable,
     preset: &DevicePreset,
     plan: &PlanArgs,
+    gpu: bool,
 ) -> anyhow::Result<(Args, Trainable)> {
     let model = headroom_onnx::Model::load(&args.model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
@@ -56,7 +58,7 @@ pub fn plan_auto(
     if !preset.unified {
         planner = planner.discrete();
     }
-    let found = headroom_plan::plan(&mut planner, &start, budget.bytes, preset.gpu && args.device != "cpu")?;
+    let found = headroom_plan::plan(&mut planner, &start, budget.bytes, gpu)?;
     let Some(chosen) = found.chosen.and_then(|i| found.candidates.get(i)) else {
         anyhow::bail!(
             "--plan auto: nothing fits {} on {} ({}): {}",
