@@ -8,6 +8,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     disable_onnxruntime_telemetry();
+    default_sigpipe();
     let cli = cmd::Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     match cmd::run(cli.command) {
@@ -27,6 +28,17 @@ fn main() -> ExitCode {
             }
             ExitCode::from(2)
         }
+    }
+}
+
+/// A closed pipe ends headroom quietly, as it ends `cat` (`headroom label --json | head`): Rust
+/// ignores SIGPIPE, which turns the write into an error that `println!` panics on.
+#[allow(unsafe_code)]
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: the first calls of `main`, before any thread exists; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -20,6 +20,26 @@ fn absurd_thread_worker_and_batch_counts_are_refused_at_once() {
     }
 }
 
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_the_run_quietly_not_in_a_panic() {
+    use std::os::unix::process::ExitStatusExt as _;
+    // `headroom inspect --json | true`: the reader is gone before headroom writes its first byte.
+    let model = common::demo_model();
+    let mut child = common::headroom_command()
+        .args(["inspect", common::s(&model), "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("waits");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // Ended by SIGPIPE at its first write, as `cat` would be (before the fix: a panic, exit 101).
+    assert_eq!(output.status.signal(), Some(13), "{:?} {stderr}", output.status);
+}
+
 #[test]
 fn help_lists_what_exists_and_puts_logging_options_last() {
     let run = headroom(&["--help"]);
