@@ -765,7 +765,7 @@ fn train_epoch(
     });
     super::progress::end(&bar, stats.is_ok());
     stats.map_err(|e| match e {
-        // The out-of-memory hook: `headroom plan` will step down here; until then, stop and say what to change.
+        // The trainer has stepped down as far as a run can (docs/PLAN.md): stop and say what to change.
         headroom_train::Error::OutOfMemory { .. } => anyhow::anyhow!("{e}"),
         other => other.into(),
     })
