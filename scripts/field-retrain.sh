@@ -10,11 +10,13 @@
 #
 # Options:
 #   --teacher T.onnx     teacher that labels the images [models/demo/teacher-shapes-160.onnx]
+#   --preset NAME        run preset of configs/runs.toml: field-quick (default), field-accurate
 #   --replay OLD.yaml    old-scene data replayed against forgetting (recommended)
 #   --device NAME        device preset for the planner (headroom plan --help) [x86-cpu]
 #   --reserve SIZE       memory left to the running inference service [0]
-#   --epochs N           [10]
-#   --min-gain P         deploy when candidate mAP50-95 >= deployed + P (points) [0.1]
+#   --epochs N           [the preset's: 10]
+#   --train PART         what trains: head, neck+head, all [the preset's: head]
+#   --min-gain P         deploy when candidate mAP50-95 >= deployed + P (points) [the preset's: 0.1]
 #   --work DIR           state folder [<deployed's folder>/.headroom-field]
 #   --threads N          threads for every step [0: defaults]
 # Env: HEADROOM_BIN (the binary; default: `headroom` on PATH, else this checkout's debug build).
@@ -32,11 +34,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib/errtrap.sh"
 
 fail() { echo "field-retrain: FAILED: $*" >&2; exit 1; }
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 log() { printf '%s field-retrain: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
 
 images="" deployed="" holdout="" teacher="$root/models/demo/teacher-shapes-160.onnx" replay=""
-device="x86-cpu" reserve="0" epochs=10 min_gain=0.1 work="" threads=0 rollback=0
+device="x86-cpu" reserve="0" epochs="" min_gain="" part="" preset=field-quick work="" threads=0 rollback=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --images) images=$2; shift 2 ;;
@@ -47,6 +49,8 @@ while [ $# -gt 0 ]; do
     --device) device=$2; shift 2 ;;
     --reserve) reserve=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
+    --train) part=$2; shift 2 ;;
+    --preset) preset=$2; shift 2 ;;
     --min-gain) min_gain=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
@@ -55,6 +59,18 @@ while [ $# -gt 0 ]; do
     *) echo "field-retrain: unknown argument '$1'" >&2; usage ;;
   esac
 done
+# The preset fills what the command line left unset.
+preset_values=$(python3 - "$root/configs/runs.toml" "$preset" <<'PY'
+import sys, tomllib
+presets = tomllib.load(open(sys.argv[1], "rb"))
+if sys.argv[2] not in presets:
+    sys.exit(f"unknown preset `{sys.argv[2]}`; known: {', '.join(presets)}")
+p = presets[sys.argv[2]]
+print(p["epochs"], p["train"], p["min_gain"])
+PY
+) || { echo "field-retrain: --preset $preset: see above (configs/runs.toml)" >&2; exit 2; }
+read -r preset_epochs preset_train preset_gain <<<"$preset_values"
+epochs=${epochs:-$preset_epochs} part=${part:-$preset_train} min_gain=${min_gain:-$preset_gain}
 [ -n "$deployed" ] || { echo "field-retrain: --deployed PATH.onnx is required" >&2; usage; }
 [ -f "$deployed" ] || fail "--deployed $deployed: no such file (the model the inference service reads)"
 deployed=$(cd "$(dirname "$deployed")" && pwd)/$(basename "$deployed")
@@ -183,7 +199,7 @@ times+=("$(step_time label "$t")")
 t=$(date +%s)
 if [ ! -f "$run/plan.done" ]; then
   kill_point plan
-  run_step plan "$bin" -q plan --model "$run/base.onnx" --device "$device" --reserve "$reserve" --train head --json > "$run/plan.json.tmp" \
+  run_step plan "$bin" -q plan --model "$run/base.onnx" --device "$device" --reserve "$reserve" --train "$part" --json > "$run/plan.json.tmp" \
     || fail "headroom plan: nothing fits $device (see above)"
   mv "$run/plan.json.tmp" "$run/plan.json" && touch "$run/plan.done"
 fi
@@ -201,9 +217,9 @@ if [ ! -f "$run/train.done" ]; then
   else
     replay_args=()
     [ -n "$replay" ] && replay_args=(--replay "$replay")
-    log "training: head, plan auto for $device"
+    log "training: $part ($preset), plan auto for $device"
     run_step train "$bin" -q train --model "$run/base.onnx" --data "$run/data.yaml" "${replay_args[@]}" \
-      --epochs "$epochs" --train head --plan auto --device "$device" --reserve "$reserve" --threads "$threads" \
+      --epochs "$epochs" --train "$part" --plan auto --device "$device" --reserve "$reserve" --threads "$threads" \
       --project "$run" --name train || fail "headroom train"
   fi
   [ -f "$run/train/best.onnx" ] || fail "headroom train wrote no $run/train/best.onnx"

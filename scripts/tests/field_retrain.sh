@@ -84,6 +84,10 @@ check "the previous run was archived" test -n "$(ls "$work/history")"
 
 bash "$root/scripts/field-retrain.sh" --deployed "$tmp/app/nope.onnx" --images "$tmp/new" --holdout x >"$tmp/log-bad" 2>&1 || true
 check "a missing deployed model is a clear error" grep -q "nope.onnx: no such file" "$tmp/log-bad"
+rc=0
+bash "$root/scripts/field-retrain.sh" --preset nope "${args[@]}" >"$tmp/log-preset" 2>&1 || rc=$?
+check "an unknown preset exits 2 naming the known ones" grep -q "known: field-quick, field-accurate" "$tmp/log-preset"
+check "  (exit $rc)" test "$rc" = 2
 
 if [ "$failures" -gt 0 ]; then
   echo "field_retrain.sh: $failures check(s) failed; logs were in $tmp (removed)" >&2
