@@ -299,7 +299,7 @@ mod with_onnxruntime {
         let fake = dir.path().join("trtexec");
         std::fs::write(
             &fake,
-            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --saveEngine=*) printf plan > \"${a#--saveEngine=}\";; esac; done\n\
+            "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/args.txt\"\nfor a in \"$@\"; do case \"$a\" in --saveEngine=*) printf plan > \"${a#--saveEngine=}\";; esac; done\n\
              echo '[TensorRT v100300] [b30] # trtexec'\necho '[I] Selected Device: Orin'\n",
         )
         .expect("write");
@@ -316,6 +316,10 @@ mod with_onnxruntime {
         assert_eq!(sidecar["tensorrt"], "10.3.0");
         assert_eq!(sidecar["precision"], "fp16");
         assert_eq!(sidecar["classes"].as_array().map(Vec::len), Some(3));
+        // orin-nano-8: 8 GiB less its 2.5 GiB reserve, halved = 2816 MiB of builder workspace.
+        let seen = std::fs::read_to_string(dir.path().join("args.txt")).expect("trtexec's arguments");
+        assert!(seen.contains("--fp16") && seen.contains("--memPoolSize=workspace:2816M"), "{seen}");
+        assert!(seen.contains("--timingCacheFile="), "{seen}");
     }
 
     fn headroom_command_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {

@@ -80,6 +80,10 @@ pub struct Args {
     /// trtexec to use [default: $TRTEXEC, JetPack's /usr/src/tensorrt/bin/trtexec, then PATH].
     #[arg(long, value_name = "PATH")]
     pub trtexec: Option<PathBuf>,
+    /// trtexec's builder workspace (e.g. 1GiB) [default: half the training budget of the --device
+    /// preset (memory less its reserve), TensorRT's own default for other names].
+    #[arg(long, value_name = "SIZE", value_parser = headroom_plan::parse_size)]
+    pub workspace: Option<u64>,
     /// Device name in engine file names and sidecars (a preset of configs/devices.toml, or any).
     #[arg(long, default_value = "jetson", value_name = "NAME")]
     pub device: String,
@@ -316,6 +320,11 @@ fn build_engines(
     } else {
         Shapes::Dynamic { input: input.clone(), min: dims.clone(), opt: dims.clone(), max: dims.clone() }
     };
+    // The builder shares the board's memory with everything else: bound it by the device's budget.
+    let workspace = args.workspace.or_else(|| {
+        let devices = headroom_plan::builtin_devices().ok()?;
+        headroom_plan::find_device(&devices, &args.device).ok().map(|d| d.budget_bytes() / 2)
+    });
     let trtexec = headroom_trt::find_trtexec(args.trtexec.as_deref());
     let mut rows = Vec::new();
     let mut missing = Vec::new();
@@ -324,7 +333,7 @@ fn build_engines(
         let request = EngineRequest {
             onnx: onnx.clone(),
             precision: precision.clone(),
-            workspace_bytes: None,
+            workspace_bytes: workspace,
             timing_cache: Some(dir.join("trt-timing.cache")),
             shapes: shapes.clone(),
             out: dir.join(&name),
