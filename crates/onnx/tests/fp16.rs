@@ -3,27 +3,14 @@
 //! Runtime: `scripts/fixtures/fp16_check.py`.)
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use headroom_onnx::fp16::{Fp16Options, KeptReason, to_fp16, type_errors};
 use headroom_onnx::proto::{tensor_proto::DataType, type_proto};
 use headroom_onnx::{Model, TensorData};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn all_models() -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(root().join("tests/fixtures/onnx"))
-        .expect("fixtures")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
-    paths.sort();
-    assert!(paths.len() >= 11, "{paths:?}");
-    paths.push(root().join("models/demo/yolov8n-shapes-160.onnx"));
-    paths
-}
+mod common;
+use common::{all_models, root};
 
 fn io_types(model: &Model) -> Vec<i32> {
     let graph = model.proto.graph.as_ref().expect("graph");

@@ -5,28 +5,14 @@
 //! Runtime: crates/cli/tests/export.rs and scripts/bench/int8_peers.py.)
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
 
 use headroom_onnx::Model;
 use headroom_onnx::proto::ModelProto;
 use headroom_onnx::quant::{Int8Options, sites, to_int8};
 use prost::Message as _;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn all_models() -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(root().join("tests/fixtures/onnx"))
-        .expect("fixtures")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
-    paths.sort();
-    assert!(paths.len() >= 11, "{paths:?}");
-    paths.push(root().join("models/demo/yolov8n-shapes-160.onnx"));
-    paths
-}
+mod common;
+use common::{all_models, root};
 
 #[test]
 fn every_conv_outside_the_decode_gets_qdq_and_the_decode_stays_float() {
