@@ -63,13 +63,14 @@ fn worse(a: &'static str, b: &'static str) -> &'static str {
     if rank(b) > rank(a) { b } else { a }
 }
 
-/// Coarser trainable parts than `t`, in order (all → neck+head → head).
-fn freeze_more(t: Trainable) -> Vec<Trainable> {
-    match t {
-        Trainable::Freeze(_) => vec![Trainable::NeckHead, Trainable::Head],
-        Trainable::NeckHead => vec![Trainable::Head],
-        Trainable::Head => vec![],
-    }
+/// Coarser trainable parts than `t`, in order (… → neck+head → head): those that freeze more
+/// modules than `t` does.
+fn freeze_more(planner: &Planner<'_>, t: Trainable) -> Vec<Trainable> {
+    let now = planner.freeze_index(t).unwrap_or(0);
+    [Trainable::NeckHead, Trainable::Head]
+        .into_iter()
+        .filter(|c| planner.freeze_index(*c).is_some_and(|f| f > now))
+        .collect()
 }
 
 /// Input sizes below `imgsz` to try: about 80 % each step, multiples of `stride`, down to `4·stride`.
@@ -123,7 +124,7 @@ pub fn plan(planner: &mut Planner<'_>, start: &Setup, budget: u64, gpu: bool) ->
         s.amp = true;
         push("amp".into(), &s, planner)?;
     }
-    for t in freeze_more(s.trainable) {
+    for t in freeze_more(planner, s.trainable) {
         s.trainable = t;
         push(format!("train {t}"), &s, planner)?;
     }

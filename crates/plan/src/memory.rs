@@ -312,6 +312,19 @@ impl<'a> Planner<'a> {
         self.graphs.get(&imgsz).ok_or(Error::ImageSize { imgsz, reason: "no graph".into() })
     }
 
+    /// The freeze point of `trainable` (modules `0..N` frozen), if the model has it.
+    pub fn freeze_index(&self, trainable: Trainable) -> Option<usize> {
+        self.inspection
+            .freeze_points
+            .iter()
+            .find(|p| match trainable {
+                Trainable::Freeze(n) => p.freeze == n,
+                Trainable::Head => p.name.as_deref() == Some("head"),
+                Trainable::NeckHead => p.name.as_deref() == Some("neck+head"),
+            })
+            .map(|p| p.freeze)
+    }
+
     /// The largest batch `trainable` can train at: 1 when the export's batch is fixed at 1 and the
     /// trainable part reshapes with it (attention in 11, v10, 26: `headroom train` refuses more),
     /// else unlimited.

@@ -131,3 +131,22 @@ fn a_discrete_gpu_counts_only_what_lives_on_it() {
     assert!(discrete.peak < unified.peak);
     assert_eq!(discrete.components.training_peak(), unified.components.training_peak());
 }
+
+#[test]
+fn freezing_more_never_trains_more() {
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let neck =
+        inspection.freeze_points.iter().find(|p| p.name.as_deref() == Some("neck+head")).expect("neck");
+    let mut planner = Planner::new(&model, &inspection, 0);
+    // Frozen past the neck's first upsample: the only coarser part is the head.
+    let start = Setup {
+        trainable: Trainable::Freeze(neck.freeze + 1),
+        batch: 1,
+        imgsz: [160, 160],
+        ..Setup::default()
+    };
+    let plan = headroom_plan::plan(&mut planner, &start, 1, false).expect("plan");
+    let rungs: Vec<&str> = plan.candidates.iter().map(|c| c.rung.as_str()).collect();
+    assert!(rungs.contains(&"train head") && !rungs.contains(&"train neck+head"), "{rungs:?}");
+}

@@ -510,6 +510,11 @@ fn train(args: &Args, trainable: headroom_onnx::Trainable) -> anyhow::Result<Out
             EpochOutputs { dir: &dir, model: &args.model, bytes: &bytes, base_sha: &base_sha, trainable };
         best = finish_epoch(&outputs, &trainer, &stats, &inputs, best, args.threads)?;
     }
+    let mut planner = planner;
+    if let (Some(estimate), Some(peak)) = (planner["estimate_mb"].as_f64(), peak_rss_mb()) {
+        // Every run checks the planner: its estimate against this run's measured peak.
+        planner["error_pct_vs_peak_rss"] = (((estimate - peak) / peak * 1000.0).round() / 10.0).into();
+    }
     let results = serde_json::json!({
         "run": dir,
         "epochs": config.epochs,
