@@ -43,7 +43,8 @@ pub struct Args {
     /// Objects per image the loss' assigner is sized for.
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub objects: usize,
-    /// Training images (sizes the feature cache's rung: its pages stay resident).
+    /// Training images (sizes the feature cache's file, reported beside the peak: its pages are
+    /// page cache the kernel can drop).
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub images: usize,
     /// Print the plan as JSON on stdout instead of the table.
@@ -59,7 +60,7 @@ pub struct Args {
 pub struct PlanArgs {
     /// Memory for training: the preset's (memory less its reserve) by default; `auto` reads what
     /// is free now (MemAvailable on unified memory, the GPU's free memory on a discrete one); or a
-    /// size such as 3GiB, 512MiB.
+    /// size such as 3GiB, 512MiB. (`headroom train`: with --plan auto.)
     #[arg(long, value_name = "auto|SIZE")]
     pub budget: Option<String>,
     /// Memory to leave for what else runs (the production inference engine during a field
