@@ -7,6 +7,9 @@
 #        scripts/cross-build.sh build [ARGS...]  cargo build --workspace --no-default-features
 #        scripts/cross-build.sh test  [ARGS...]  cargo test (under qemu) + smoke test of `headroom`
 #        scripts/cross-build.sh env              print the environment build/test use (to source)
+#        scripts/cross-build.sh native [deps|build|run|env]  the full binary (libtorch + ONNX Runtime,
+#                                                the aarch64 wheels of setup.sh's pins) run under qemu;
+#                                                see scripts/cross/native.sh
 # ARGS go to cargo (e.g. `test -p headroom-core`, or `build --release`).
 # Env:   CARGO_TARGET_DIR      default /var/cache/headroom/target-aarch64 (never the host target/)
 #        HEADROOM_QEMU_PREFIX  default .deps/qemu-prefix (fake /proc/cpuinfo and /sys files only)
@@ -367,5 +370,9 @@ case "${1:-}" in
   build) shift; cmd_build "$@" ;;
   test) shift; cmd_test "$@" ;;
   env) shift; cmd_env "$@" ;;
-  *) echo "usage: scripts/cross-build.sh setup|build|test|env [cargo args...]  (docs/CROSS.md)" >&2; exit 2 ;;
+  native) shift
+    # shellcheck source=cross/native.sh
+    source "$root/scripts/cross/native.sh"
+    cmd_native "$@" ;;
+  *) echo "usage: scripts/cross-build.sh setup|build|test|env [cargo args...] | native [deps|build|run|env]  (docs/CROSS.md)" >&2; exit 2 ;;
 esac
