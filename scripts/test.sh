@@ -11,6 +11,10 @@ cd "$root"
 stage() { headroom_step "$*"; printf '\n== %s (at %ss)\n' "$*" "$SECONDS" >&2; }
 fail() { echo "test.sh: FAILED: $*" >&2; exit 1; }
 
+# shellcheck source=lib/target_guard.sh
+source "$root/scripts/lib/target_guard.sh"
+headroom_target_guard "${CARGO_TARGET_DIR:-$root/target}" "$root"
+
 command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rustup.rs is not reachable here; use the machine's toolchain)"
 
 stage "install-logic tests (scripts/tests/install_logic.sh)"
