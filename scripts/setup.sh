@@ -32,38 +32,10 @@ mkdir -p "$deps" "$wheels" "$root/.deps" \
 command -v python3 >/dev/null || fail "python3 is needed to download the pinned wheels (apt-get install python3 python3-pip)"
 python3 -m pip --version >/dev/null 2>&1 || fail "pip is needed (apt-get install python3-pip)"
 
-# download NAME==VERSION GLOB: sets WHEEL to the wheel's path, downloading it if it is not cached.
-# (Not used as $(download ...): in a subshell its fail would be reported twice, under the wrong step.)
-download() {
-  local spec=$1 glob=$2 found
-  found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
-  if [ -z "$found" ]; then
-    step "downloading $spec from PyPI"
-    python3 -m pip download --quiet --disable-pip-version-check --no-deps \
-      --only-binary=:all: --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
-      --platform manylinux_2_17_x86_64 --platform manylinux_2_25_x86_64 \
-      --python-version 3.11 --implementation cp -d "$wheels" "$spec" >&2 \
-      || fail "pip could not download $spec (is PyPI reachable?)"
-    found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
-    [ -n "$found" ] || fail "downloaded $spec but found no file matching $glob in $wheels"
-  fi
-  WHEEL=$found
-}
-
-# extract WHEEL DEST MEMBER...: unpack the named members (prefix match) of a wheel.
-extract() {
-  local wheel=$1 dest=$2; shift 2
-  python3 - "$wheel" "$dest" "$@" <<'PY' || fail "could not unpack $1"
-import sys, zipfile, os
-wheel, dest, prefixes = sys.argv[1], sys.argv[2], sys.argv[3:]
-with zipfile.ZipFile(wheel) as z:
-    names = [n for n in z.namelist() if any(n.startswith(p) for p in prefixes)]
-    if not names:
-        sys.exit(f"{wheel}: none of {prefixes} inside")
-    for n in names:
-        z.extract(n, dest)
-PY
-}
+# shellcheck source=lib/wheels.sh
+source "$(dirname "$0")/lib/wheels.sh"
+download() { wheel_download "$wheels" x86_64 "$@"; }
+extract() { wheel_extract "$@"; }
 
 [ "$(uname -m)" = x86_64 ] || fail "scripts/setup.sh installs x86_64 libraries; on $(uname -m) see docs/CROSS.md"
 

@@ -36,38 +36,13 @@ native_versions() {
   native_ort_lib="$native_deps/onnxruntime-$ORT_VERSION/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
 }
 
-# native_download NAME==VERSION GLOB: sets WHEEL to the cached or downloaded aarch64 wheel.
+# shellcheck source=../lib/wheels.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/wheels.sh"
 native_download() {
-  local spec=$1 glob=$2 wheels="$native_deps/wheels" found
-  mkdir -p "$wheels" || fail "cannot create $wheels (set HEADROOM_DEPS_AARCH64)"
-  found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
-  if [ -z "$found" ]; then
-    step "downloading the aarch64 wheel of $spec from PyPI"
-    python3 -m pip download --quiet --disable-pip-version-check --no-deps \
-      --only-binary=:all: --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
-      --platform manylinux_2_17_aarch64 --platform manylinux_2_25_aarch64 \
-      --python-version 3.11 --implementation cp -d "$wheels" "$spec" >&2 \
-      || fail "pip could not download the aarch64 wheel of $spec (is PyPI reachable?)"
-    found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
-    [ -n "$found" ] || fail "downloaded $spec but found no file matching $glob in $wheels"
-  fi
-  WHEEL=$found
+  mkdir -p "$native_deps/wheels" || fail "cannot create $native_deps/wheels (set HEADROOM_DEPS_AARCH64)"
+  wheel_download "$native_deps/wheels" aarch64 "$@"
 }
-
-# native_extract WHEEL DEST MEMBER...: unpack the members (prefix match) of a wheel.
-native_extract() {
-  local wheel=$1 dest=$2; shift 2
-  python3 - "$wheel" "$dest" "$@" <<'PY' || fail "could not unpack $1"
-import sys, zipfile
-wheel, dest, prefixes = sys.argv[1], sys.argv[2], sys.argv[3:]
-with zipfile.ZipFile(wheel) as z:
-    names = [n for n in z.namelist() if any(n.startswith(p) for p in prefixes)]
-    if not names:
-        sys.exit(f"{wheel}: none of {prefixes} inside")
-    for n in names:
-        z.extract(n, dest)
-PY
-}
+native_extract() { wheel_extract "$@"; }
 
 # The CPU half of the aarch64 torch wheel. Unlike x86's, its libtorch_cpu.so also needs Arm Compute
 # Library, NVPL BLAS/LAPACK and libgfortran (all in torch/lib). libtorch.so and libtorch_cuda.so are
