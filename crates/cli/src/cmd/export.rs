@@ -209,13 +209,19 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             report.clamped
         );
     }
-    let int8 = if args.int8 { Some(export_int8(&model, args, &outputs)?) } else { None };
-    let mut rows = vec![measure("fp32", &args.model, args)?];
+    // The val split is read once and scores every file (and every step of --sensitivity).
+    #[cfg(feature = "onnxruntime")]
+    let val = args.data.as_deref().map(int8::ValSplit::load).transpose()?;
+    #[cfg(not(feature = "onnxruntime"))]
+    let val: Option<()> = None;
+    let val = val.as_ref();
+    let int8 = if args.int8 { Some(export_int8(&model, args, &outputs, val)?) } else { None };
+    let mut rows = vec![measure("fp32", &args.model, args, val)?];
     if args.fp16 {
-        rows.push(measure("fp16", &outputs.fp16, args)?);
+        rows.push(measure("fp16", &outputs.fp16, args, val)?);
     }
     if args.int8 {
-        rows.push(measure("int8", &outputs.int8, args)?);
+        rows.push(measure("int8", &outputs.int8, args, val)?);
     }
     let engines = if args.engine { Some(build_engines(&model, args, &outputs)) } else { None };
     print_report(args, &rows, int8.as_ref(), engines.as_ref())?;
@@ -257,8 +263,13 @@ pub(super) struct SensitivityStep {
 }
 
 #[cfg(feature = "onnxruntime")]
-fn export_int8(model: &headroom_onnx::Model, args: &Args, outputs: &Outputs) -> anyhow::Result<Int8Summary> {
-    let result = int8::export(model, args)?;
+fn export_int8(
+    model: &headroom_onnx::Model,
+    args: &Args,
+    outputs: &Outputs,
+    val: Option<&int8::ValSplit>,
+) -> anyhow::Result<Int8Summary> {
+    let result = int8::export(model, args, val)?;
     let bytes = with_imgsz(model, result.model, args.imgsz)?;
     headroom_core::fsio::write_atomic(&outputs.int8, &bytes)?;
     headroom_core::fsio::write_atomic(&outputs.calib, result.cache.as_bytes())?;
@@ -278,6 +289,7 @@ fn export_int8(
     _model: &headroom_onnx::Model,
     _args: &Args,
     _outputs: &Outputs,
+    _val: Option<&()>,
 ) -> anyhow::Result<Int8Summary> {
     Err(headroom_infer::Error::FeatureDisabled { feature: "onnxruntime" }.into())
 }
@@ -426,7 +438,12 @@ fn print_report(
 /// Size, ONNX Runtime CPU time per image (median of 20 runs on a grey image, preprocessing and
 /// decoding included) and mAP50-95 on `--data`'s val split.
 #[cfg(feature = "onnxruntime")]
-fn measure(precision: &'static str, path: &Path, args: &Args) -> anyhow::Result<Row> {
+fn measure(
+    precision: &'static str,
+    path: &Path,
+    args: &Args,
+    val: Option<&int8::ValSplit>,
+) -> anyhow::Result<Row> {
     use headroom_infer::decode::DecodeOptions;
     let bytes = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?.len();
     let mut detector = int8::open_detector(path, args)?;
@@ -440,10 +457,7 @@ fn measure(precision: &'static str, path: &Path, args: &Args) -> anyhow::Result<
     }
     times.remove(0); // the first run allocates
     times.sort_by(f64::total_cmp);
-    let map50_95 = match &args.data {
-        Some(data) => Some(int8::val_map(&mut detector, data)?),
-        None => None,
-    };
+    let map50_95 = val.map(|v| v.map(&mut detector)).transpose()?;
     Ok(Row {
         precision,
         path: path.to_path_buf(),
@@ -454,7 +468,7 @@ fn measure(precision: &'static str, path: &Path, args: &Args) -> anyhow::Result<
 }
 
 #[cfg(not(feature = "onnxruntime"))]
-fn measure(precision: &'static str, path: &Path, _args: &Args) -> anyhow::Result<Row> {
+fn measure(precision: &'static str, path: &Path, _args: &Args, _val: Option<&()>) -> anyhow::Result<Row> {
     let bytes = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?.len();
     Ok(Row { precision, path: path.to_path_buf(), bytes, ms_per_image: None, map50_95: None })
 }

@@ -44,12 +44,25 @@ fn open_bytes(bytes: &[u8], name: &Path, args: &Args) -> anyhow::Result<Detector
     Ok(detector)
 }
 
-/// mAP50-95 of `detector` on `data`'s val split.
-pub(super) fn val_map(detector: &mut Detector, data: &Path) -> anyhow::Result<f64> {
-    let config = headroom_core::dataset::DataConfig::load(data)?;
-    let split = headroom_core::dataset::Split::Val;
-    let images = headroom_core::dataset::load_split(&config, split, Default::default())?.images;
-    Ok(super::super::eval::val_metrics(detector, &images, &config.names)?.map50_95)
+/// A dataset's val split, read once and scored for every file.
+pub(super) struct ValSplit {
+    names: Vec<String>,
+    images: Vec<headroom_core::dataset::ImageRecord>,
+}
+
+impl ValSplit {
+    /// Reads `data`'s val split.
+    pub(super) fn load(data: &Path) -> anyhow::Result<ValSplit> {
+        let config = headroom_core::dataset::DataConfig::load(data)?;
+        let split = headroom_core::dataset::Split::Val;
+        let images = headroom_core::dataset::load_split(&config, split, Default::default())?.images;
+        Ok(ValSplit { names: config.names, images })
+    }
+
+    /// mAP50-95 of `detector` on the split.
+    pub(super) fn map(&self, detector: &mut Detector) -> anyhow::Result<f64> {
+        Ok(super::super::eval::val_metrics(detector, &self.images, &self.names)?.map50_95)
+    }
 }
 
 /// The calibration images `--calib` names, at most `--calib-images`, evenly spread.
@@ -85,7 +98,11 @@ fn calibration_images(args: &Args) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Calibrates, quantizes, and (with `--sensitivity`) keeps Convs float until the drop is met.
-pub(super) fn export(model: &headroom_onnx::Model, args: &Args) -> anyhow::Result<Int8Result> {
+pub(super) fn export(
+    model: &headroom_onnx::Model,
+    args: &Args,
+    val: Option<&ValSplit>,
+) -> anyhow::Result<Int8Result> {
     let sites = quant::sites(model)?;
     let images = calibration_images(args)?;
     let detector = open_detector(&model.path, args)?;
@@ -117,7 +134,8 @@ pub(super) fn export(model: &headroom_onnx::Model, args: &Args) -> anyhow::Resul
     let mut keep = HashSet::new();
     let mut steps = Vec::new();
     if args.sensitivity {
-        keep = sensitivity(model, &sites, &amax, &images, args, &mut steps)?;
+        let val = val.context("--sensitivity needs --data")?;
+        keep = sensitivity(model, &sites, &amax, &images, (args, val), &mut steps)?;
     }
     let (bytes, report) = quant::to_int8(model, &sites, &amax, &Int8Options { keep_float: keep.clone() })?;
     let cache = cache_text(&sites, &amax, &keep, args);
@@ -173,16 +191,15 @@ fn sensitivity(
     sites: &Sites,
     amax: &HashMap<String, f32>,
     images: &[PathBuf],
-    args: &Args,
+    (args, val): (&Args, &ValSplit),
     steps: &mut Vec<SensitivityStep>,
 ) -> anyhow::Result<HashSet<String>> {
-    let data = args.data.as_deref().context("--sensitivity needs --data")?;
     let mut fp32 = open_detector(&model.path, args)?;
-    let baseline = val_map(&mut fp32, data)?;
+    let baseline = val.map(&mut fp32)?;
     let evaluate = |keep: &HashSet<String>| -> anyhow::Result<f64> {
         let options = Int8Options { keep_float: keep.clone() };
         let (bytes, _) = quant::to_int8(model, sites, amax, &options)?;
-        val_map(&mut open_bytes(&bytes, &model.path, args)?, data)
+        val.map(&mut open_bytes(&bytes, &model.path, args)?)
     };
     let all = evaluate(&HashSet::new())?;
     steps.push(SensitivityStep { float_convs: 0, map50_95: all });
