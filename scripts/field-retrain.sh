@@ -209,12 +209,13 @@ times+=("$(step_time plan "$t")")
 t=$(date +%s)
 if [ ! -f "$run/train.done" ]; then
   kill_point train
-  if [ -d "$run/train" ]; then
-    # A resumed run keeps the settings it was planned with (saved in its config.toml).
+  if [ -f "$run/train/config.toml" ]; then
+    # The run layer resumes from the run's saved spec alone: what it started training, it trains.
     log "training: resuming $run/train"
-    run_step train "$bin" -q train --model "$run/base.onnx" --data "$run/data.yaml" --threads "$threads" \
-      --project "$run" --name train --resume || fail "headroom train --resume"
+    run_step train "$bin" -q train --resume "$run/train" --threads "$threads" || fail "headroom train --resume"
   else
+    # Killed before the run saved its spec: nothing of it to keep.
+    rm -rf "$run/train"
     replay_args=()
     [ -n "$replay" ] && replay_args=(--replay "$replay")
     log "training: $part ($preset), plan auto for $device"

@@ -4,12 +4,10 @@ mod cmd;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     disable_onnxruntime_telemetry();
     default_sigpipe();
-    let cli = cmd::Cli::parse();
+    let cli = cmd::parse();
     init_logging(cli.verbose, cli.quiet);
     match cmd::run(cli.command) {
         Ok(cmd::Outcome::Success) => ExitCode::SUCCESS,

@@ -72,6 +72,25 @@ pub fn check_classes(model_names: Option<&[String]>, data_names: &[String]) -> R
     Ok(())
 }
 
+/// The metrics of `detector` on `images` as Ultralytics `val` computes them (its decoding and
+/// preprocessing, no progress): what `train` and `export` report per file.
+#[cfg(feature = "onnxruntime")]
+pub fn val_metrics(
+    detector: &mut crate::detector::Detector,
+    images: &[ImageRecord],
+    names: &[String],
+) -> Result<headroom_core::metrics::Metrics> {
+    let report = evaluate(
+        detector,
+        images,
+        names,
+        &DecodeOptions::val(),
+        headroom_core::preprocess::Preprocess::Val,
+        |_| {},
+    )?;
+    Ok(report.metrics)
+}
+
 /// Evaluates `detector` on `images`, preparing them as `preprocess` says, calling `progress` after
 /// each image.
 #[cfg(feature = "onnxruntime")]

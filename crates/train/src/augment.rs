@@ -2,7 +2,7 @@
 //! 4-image [`mosaic`] with probability [`AugmentConfig::mosaic`], the scale-and-translate
 //! [`affine`] (`RandomPerspective` with `degrees`, `shear` and `perspective` 0) that every
 //! training image goes through, then [`hsv`] (`RandomHSV`); [`augment`] chains them in that
-//! order. Left-right flips stay with the caller ([`flip_left_right`]), as in `fit`.
+//! order. Left-right flips stay with the caller ([`flip_left_right`]), as in the trainer.
 //!
 //! Pixels are OpenCV's: the warp and the colour conversions reproduce opencv-python 5.0.0 byte for
 //! byte (see `warp` and `color`). Random draws are Python's distributions (`uniform(a, b)`

@@ -15,7 +15,7 @@ use rand::RngExt;
 use tch::{Device, Tensor};
 
 use crate::augment::{self, Sample};
-use crate::fit::TrainConfig;
+use crate::config::TrainConfig;
 use crate::loss::Target;
 use crate::{Error, Result};
 

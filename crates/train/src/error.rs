@@ -66,6 +66,20 @@ pub enum Error {
         /// libtorch's message.
         reason: String,
     },
+    /// A setting is out of its bounds (from the command line or a run's `config.toml`).
+    #[error("setting `{key}`: {reason}")]
+    Config {
+        /// The key as `config.toml` spells it.
+        key: String,
+        /// What is wrong and what it must be.
+        reason: String,
+    },
+    /// The run was asked to stop (Ctrl-C, SIGTERM) and stopped at a checkpoint it resumes from.
+    #[error("stopped on request; the run resumes from its last checkpoint")]
+    Interrupted,
+    /// Reading or writing a file failed (the message names it).
+    #[error(transparent)]
+    Core(#[from] headroom_core::Error),
     /// The model cannot be partitioned or inspected.
     #[error(transparent)]
     Onnx(#[from] headroom_onnx::Error),

@@ -12,23 +12,27 @@
 //! and every entry point returns [`Error::FeatureDisabled`], so the pure parts of headroom
 //! (and the aarch64 build without native libraries) need no libtorch.
 
+#[cfg(feature = "libtorch")]
+mod amp;
 pub mod augment;
 #[cfg(feature = "libtorch")]
 pub mod cache;
 #[cfg(feature = "libtorch")]
 mod check;
 #[cfg(feature = "libtorch")]
+mod checkpoint;
+pub mod config;
+#[cfg(feature = "libtorch")]
 pub mod data;
+#[cfg(feature = "libtorch")]
+pub mod ema;
 mod error;
 #[cfg(feature = "libtorch")]
 pub mod executor;
 #[cfg(feature = "libtorch")]
-pub mod fit;
-#[cfg(feature = "libtorch")]
 pub mod loss;
 #[cfg(feature = "libtorch")]
 mod lower;
-#[cfg(feature = "libtorch")]
 pub mod memory_guard;
 #[cfg(feature = "libtorch")]
 pub mod optim;
@@ -36,8 +40,12 @@ pub mod plan_chart;
 pub mod plots;
 #[cfg(feature = "libtorch")]
 pub mod probe;
+pub mod schedule;
+pub mod state;
 #[cfg(feature = "libtorch")]
 pub mod student;
+#[cfg(feature = "libtorch")]
+pub mod trainer;
 
 pub use error::{Error, Result};
 #[cfg(feature = "libtorch")]

@@ -4,7 +4,32 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::fit::{OutOfMemory, TrainConfig};
+use crate::Error;
+use crate::config::TrainConfig;
+
+/// What happens when libtorch runs out of memory: the planner steps down (smaller batch, more
+/// checkpointing) and the run continues; without a planner the run stops with what to change.
+pub trait OutOfMemory {
+    /// A configuration that needs less memory than `config`, or `None` to stop.
+    fn step_down(&mut self, config: &TrainConfig) -> Option<TrainConfig>;
+}
+
+/// The hook that stops ([`LadderStepDown`] steps down instead).
+pub struct StopOnOutOfMemory;
+
+impl OutOfMemory for StopOnOutOfMemory {
+    fn step_down(&mut self, _config: &TrainConfig) -> Option<TrainConfig> {
+        None
+    }
+}
+
+/// Whether a libtorch error is an allocation failure.
+pub fn is_out_of_memory(error: &Error) -> bool {
+    let text = error.to_string();
+    ["out of memory", "can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED", "std::bad_alloc"]
+        .iter()
+        .any(|needle| text.contains(needle))
+}
 
 /// One step down taken during a run (recorded in the run log and `results.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,4 +135,23 @@ pub fn status_bytes(key: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ladder_halves_the_batch_then_checkpoints_then_stops_on_a_cpu() {
+        let mut hook = LadderStepDown { gpu: false };
+        let start = TrainConfig { batch: 4, checkpoint: false, ..TrainConfig::default() };
+        let a = hook.step_down(&start).expect("batch 2");
+        assert_eq!((a.batch, a.checkpoint), (2, false));
+        let b = hook.step_down(&a).expect("batch 1");
+        let c = hook.step_down(&b).expect("checkpointing");
+        assert_eq!((c.batch, c.checkpoint, c.amp), (1, true, false));
+        assert!(hook.step_down(&c).is_none(), "no AMP rung without a GPU");
+        assert_eq!(describe(&start, &a), "batch 2");
+        assert_eq!(c.nbs, start.nbs, "the nominal batch is kept");
+    }
 }

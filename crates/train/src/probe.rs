@@ -12,10 +12,10 @@
 
 use tch::{Device, Kind, Tensor};
 
-use crate::fit::head_tensors;
 use crate::loss::{LossConfig, Target, detection_loss};
 use crate::memory_guard::status_bytes;
 use crate::optim::{AdamW, Sgd};
+use crate::trainer::head_tensors;
 use crate::{Error, Result, Student};
 
 /// What [`measure_training_step`] found, bytes above the resident set after loading.

@@ -7,7 +7,6 @@ mod export;
 mod inspect;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod inspect_check;
-#[cfg(feature = "onnxruntime")]
 mod interrupt;
 mod label;
 mod plan;
@@ -15,8 +14,6 @@ pub mod progress;
 mod provider_args;
 mod synth;
 mod train;
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-mod train_data;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod train_plan;
 
@@ -67,8 +64,23 @@ pub enum Outcome {
     /// Done, but a check the user asked for failed (exit code 1).
     CheckFailed,
     /// Stopped cleanly by this signal (exit code 128 + signal).
-    #[cfg_attr(not(feature = "onnxruntime"), allow(dead_code))]
     Interrupted(i32),
+}
+
+/// Parses the command line; for `train`, also records which flags were given (a resumed run checks
+/// them against its saved settings).
+pub fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let (Command::Train(args), Some(("train", sub))) = (&mut cli.command, matches.subcommand()) {
+        args.given = sub
+            .ids()
+            .filter(|id| sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+            .map(|id| id.to_string())
+            .collect();
+    }
+    cli
 }
 
 /// Runs one subcommand.

@@ -1,0 +1,61 @@
+//! Where a run trains: `cpu`, `cuda`, `cuda:N`, or a device preset of `headroom plan` (whose budget
+//! `--plan auto` fits; CUDA when the preset has a GPU and libtorch sees one).
+
+use headroom_plan::DevicePreset;
+use headroom_train::tch::{Cuda, Device};
+
+use crate::{Error, Result};
+
+/// Whether this libtorch sees a CUDA device.
+pub fn cuda_available() -> bool {
+    Cuda::is_available()
+}
+
+/// libtorch's device text (`cpu`, `cuda`, `cuda:N`) and the preset whose budget and runtime apply.
+/// `warn`: say so when a GPU preset trains on the CPU.
+pub fn resolve(text: &str, cuda_available: bool, warn: bool) -> Result<(String, DevicePreset)> {
+    let devices = headroom_plan::builtin_devices()?;
+    let libtorch = text == "cpu" || text == "cuda" || text.starts_with("cuda:");
+    if libtorch {
+        let name = if text == "cpu" { "x86-cpu" } else { "gpu-8" };
+        return Ok((text.to_string(), headroom_plan::find_device(&devices, name)?.clone()));
+    }
+    let preset = headroom_plan::find_device(&devices, text)
+        .map_err(|e| Error::Spec {
+            key: "--device".into(),
+            reason: format!("{text}: not cpu, cuda or cuda:N, and {e}"),
+        })?
+        .clone();
+    let torch = if preset.gpu && cuda_available {
+        "cuda"
+    } else {
+        if preset.gpu && warn {
+            tracing::warn!("--device {text}: this libtorch sees no CUDA device; training on the CPU");
+        }
+        "cpu"
+    };
+    Ok((torch.to_string(), preset))
+}
+
+/// libtorch's device from its text.
+pub fn torch_device(text: &str) -> Result<Device> {
+    let spec = |reason: String| Error::Spec { key: "--device".into(), reason };
+    let index = match text {
+        "cpu" => return Ok(Device::Cpu),
+        "cuda" => 0,
+        other => other
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| spec(format!("{other}: expected cpu, cuda or cuda:N")))?,
+    };
+    if !Cuda::is_available() {
+        return Err(spec(format!(
+            "{text}: this libtorch sees no CUDA device (scripts/setup.sh installs the CPU build; docs/GPU.md \
+             says how to build against a CUDA one)"
+        )));
+    }
+    if index as i64 >= Cuda::device_count() {
+        return Err(spec(format!("{text}: only {} CUDA device(s)", Cuda::device_count())));
+    }
+    Ok(Device::Cuda(index))
+}

@@ -1,0 +1,205 @@
+//! The run folder `runs/train/<name>/`: its name, its lock, and the files a run keeps there besides
+//! checkpoints: `metrics.csv` (one row per epoch; rows after the last checkpoint are redone on
+//! resume), `run.log` (steps down) and `results.json`. Every file is written atomically.
+
+use std::path::{Path, PathBuf};
+
+use headroom_core::metrics::Metrics;
+use headroom_train::memory_guard::StepDown;
+use headroom_train::state::EpochStats;
+
+use crate::spec::SPEC_FILE;
+use crate::{Error, Result};
+
+/// The file of a finished run's summary.
+pub const RESULTS_FILE: &str = "results.json";
+const METRICS_FILE: &str = "metrics.csv";
+const METRICS_HEADER: &str = "epoch,box_loss,cls_loss,dfl_loss,kd_loss,lr,bad_steps,seconds,peak_rss_mb,precision,recall,map50,map50_95,fitness\n";
+
+/// The files of a run folder whose atomic-write temporaries a run sweeps on start.
+pub const RUN_FILES: [&str; 10] = [
+    "config.toml",
+    "metrics.csv",
+    "results.json",
+    "run.log",
+    "last.onnx",
+    "best.onnx",
+    "loss.png",
+    "map.png",
+    "lr.png",
+    "memory.png",
+];
+
+/// The files of the run's `ckpt/`.
+pub const CHECKPOINT_FILES: [&str; 2] = ["last.pt", "start.pt"];
+
+/// The folder of a new run: `project/name`, refused when it exists; or the first free
+/// `project/train`, `project/train2`, ...
+pub fn new_run_dir(project: &Path, name: Option<&str>) -> Result<PathBuf> {
+    if let Some(name) = name {
+        let dir = project.join(name);
+        if dir.exists() {
+            return Err(Error::Folder {
+                dir,
+                reason: "exists: choose another --name, or add --resume to continue it".into(),
+            });
+        }
+        return Ok(dir);
+    }
+    (1..10_000)
+        .map(|i| project.join(if i == 1 { "train".to_string() } else { format!("train{i}") }))
+        .find(|d| !d.exists())
+        .ok_or_else(|| Error::Folder { dir: project.to_path_buf(), reason: "no free run name".into() })
+}
+
+/// The folder of a run to resume: it must hold a `config.toml`.
+pub fn existing_run_dir(dir: &Path) -> Result<PathBuf> {
+    if !dir.join(SPEC_FILE).exists() {
+        return Err(Error::Folder {
+            dir: dir.to_path_buf(),
+            reason: format!("no run to resume (no {SPEC_FILE})"),
+        });
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// Creates the folder and its `ckpt/` and takes the run's lock (one process per run).
+pub fn create_and_lock(dir: &Path) -> Result<headroom_core::fsio::OutputLock> {
+    std::fs::create_dir_all(dir.join("ckpt")).map_err(|e| Error::Folder {
+        dir: dir.to_path_buf(),
+        reason: format!("creating the run folder: {e}"),
+    })?;
+    Ok(headroom_core::fsio::OutputLock::acquire(dir, "headroom train")?)
+}
+
+/// Keeps the header and the first `epochs` rows of `metrics.csv`.
+pub fn truncate_metrics(dir: &Path, epochs: usize) -> Result<()> {
+    let path = dir.join(METRICS_FILE);
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+    let kept: Vec<&str> = text.lines().take(epochs + 1).collect();
+    headroom_core::fsio::write_atomic(&path, (kept.join("\n") + "\n").as_bytes())?;
+    Ok(())
+}
+
+/// The best fitness recorded in `metrics.csv` (for a resumed run).
+pub fn read_best(dir: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join(METRICS_FILE)).ok()?;
+    text.lines().skip(1).filter_map(|l| l.rsplit(',').next()?.parse::<f64>().ok()).reduce(f64::max)
+}
+
+/// Appends the epoch's row to `metrics.csv`; returns the file's text.
+pub fn append_metrics(dir: &Path, stats: &EpochStats, m: &Metrics, peak_rss_mb: f64) -> Result<String> {
+    let path = dir.join(METRICS_FILE);
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| METRICS_HEADER.to_string());
+    text.push_str(&format!(
+        "{},{:.6},{:.6},{:.6},{:.6},{:.6e},{},{:.2},{:.1},{:.6},{:.6},{:.6},{:.6},{:.6}\n",
+        stats.epoch + 1,
+        stats.loss[0],
+        stats.loss[1],
+        stats.loss[2],
+        stats.kd,
+        stats.lr,
+        stats.bad_steps,
+        stats.seconds,
+        peak_rss_mb,
+        m.precision,
+        m.recall,
+        m.map50,
+        m.map50_95,
+        m.fitness
+    ));
+    headroom_core::fsio::write_atomic(&path, text.as_bytes())?;
+    Ok(text)
+}
+
+/// Appends the steps down to the run's `run.log` (created when there is one).
+pub fn log_steps(dir: &Path, steps: &[StepDown]) -> Result<()> {
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let path = dir.join("run.log");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+    for s in steps {
+        text.push_str(&format!(
+            "out of memory at epoch {} pass {} ({}): stepped down to {} (batch {} -> {}, {} passes per step), \
+             resumed from the last checkpoint at epoch {} pass {}\n",
+            s.epoch + 1,
+            s.pass,
+            s.reason,
+            s.rung,
+            s.batch[0],
+            s.batch[1],
+            s.accumulate,
+            s.resumed_at[0] + 1,
+            s.resumed_at[1]
+        ));
+    }
+    headroom_core::fsio::write_atomic(&path, text.as_bytes())?;
+    Ok(())
+}
+
+/// The summary of a finished run, if it has one.
+pub fn read_results(dir: &Path) -> Option<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(dir.join(RESULTS_FILE)).ok()?).ok()
+}
+
+/// The process's peak resident memory (`VmHWM`), MB, where /proc tells it.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_rows_after_a_checkpoint_are_dropped_and_the_best_read_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stats = EpochStats {
+            epoch: 0,
+            loss: [1.0, 2.0, 3.0],
+            kd: 0.0,
+            lr: 1e-3,
+            bad_steps: 0,
+            optimizer_steps: 1,
+            seconds: 1.0,
+            phases: [0.0; 5],
+        };
+        for (epoch, fitness) in [(0, 0.5), (1, 0.7), (2, 0.6)] {
+            let m = Metrics {
+                images: 1,
+                instances: 1,
+                precision: 0.5,
+                recall: 0.5,
+                map50: 0.5,
+                map50_95: fitness,
+                fitness,
+                per_class: Vec::new(),
+            };
+            append_metrics(dir.path(), &EpochStats { epoch, ..stats.clone() }, &m, 100.0).expect("append");
+        }
+        assert_eq!(read_best(dir.path()), Some(0.7));
+        truncate_metrics(dir.path(), 1).expect("truncate");
+        assert_eq!(read_best(dir.path()), Some(0.5));
+        let text = std::fs::read_to_string(dir.path().join(METRICS_FILE)).expect("read");
+        assert_eq!(text.lines().count(), 2);
+    }
+
+    #[test]
+    fn a_named_run_that_exists_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("a")).expect("mkdir");
+        let err = new_run_dir(dir.path(), Some("a")).expect_err("exists").to_string();
+        assert!(err.contains("exists: choose another --name"), "{err}");
+        assert_eq!(new_run_dir(dir.path(), None).expect("free"), dir.path().join("train"));
+        assert!(
+            existing_run_dir(&dir.path().join("a"))
+                .expect_err("no config")
+                .to_string()
+                .contains("no run to resume")
+        );
+    }
+}

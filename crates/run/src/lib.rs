@@ -1,0 +1,28 @@
+//! headroom-run: one training run as a library object.
+//!
+//! - [`spec::RunSpec`]: every setting of a run, validated in one place, saved as the run folder's
+//!   `config.toml` before training starts, and the only source of settings on resume.
+//! - [`run::start`] / [`run::resume`]: the whole run — inputs, folder and lock, trunk source,
+//!   epochs, validation in ONNX Runtime, `best.onnx`/`last.onnx`, metrics, plots, checkpoints,
+//!   out-of-memory step-down, stop requests — reporting through an [`observer::Observer`].
+//! - [`folder`]: the run folder's files besides checkpoints.
+//!
+//! The run needs libtorch and ONNX Runtime (features `libtorch`, `onnxruntime`, on by default);
+//! without them the spec and the folder's files still build.
+
+mod error;
+pub mod folder;
+pub mod observer;
+pub mod planner;
+pub mod spec;
+
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod device;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod inputs;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod run;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+mod trunk;
+
+pub use error::{Error, Result};

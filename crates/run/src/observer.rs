@@ -1,0 +1,39 @@
+//! How a run reports progress: the caller implements [`Observer`] (the CLI draws progress bars and
+//! prints a line per epoch); the library prints nothing.
+
+use headroom_core::metrics::Metrics;
+use headroom_train::state::EpochStats;
+
+/// What an epoch ended with.
+#[derive(Debug, Clone)]
+pub struct EpochReport {
+    /// The epoch's training statistics.
+    pub stats: EpochStats,
+    /// The run's epochs.
+    pub epochs: usize,
+    /// `last.onnx` on the val split.
+    pub metrics: Metrics,
+    /// Whether it became `best.onnx`.
+    pub best: bool,
+}
+
+/// Receives a run's progress. Every method has an empty default.
+pub trait Observer {
+    /// The feature cache is being built: `done` of `total` images.
+    fn caching(&mut self, _done: usize, _total: usize) {}
+    /// The feature cache is ready (or failed).
+    fn cached(&mut self, _ok: bool) {}
+    /// Epoch `epoch` (0-based) of `epochs` starts.
+    fn epoch_started(&mut self, _epoch: usize, _epochs: usize) {}
+    /// A pass ended: `done` of `total` passes of the epoch; loss components box, cls, dfl, kd.
+    fn pass(&mut self, _done: usize, _total: usize, _components: [f64; 4]) {}
+    /// The epoch's training ended (`ok`: without an error), before validation.
+    fn epoch_trained(&mut self, _ok: bool) {}
+    /// The epoch ended: validated, files written.
+    fn epoch_ended(&mut self, _report: &EpochReport) {}
+}
+
+/// An observer that ignores everything (tests, scripts).
+pub struct Silent;
+
+impl Observer for Silent {}

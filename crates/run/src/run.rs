@@ -1,0 +1,339 @@
+//! One training run from start (or resume) to end: the student prepared, the inputs read, the run
+//! folder created and locked, the trainer given its trunk, checkpoints, out-of-memory step-down,
+//! memory cap and stop request; then each epoch trained, its averaged weights written back into
+//! the same ONNX file (`last.onnx`), validated in ONNX Runtime (what ships is what is measured),
+//! kept as `best.onnx` when better, its metrics row and plots written and a checkpoint saved.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use headroom_onnx::Model;
+use headroom_train::Student;
+use headroom_train::loss::LossConfig;
+use headroom_train::memory_guard::{LadderStepDown, MemoryCap};
+use headroom_train::state::{EpochStats, PHASES};
+use headroom_train::trainer::Trainer;
+
+use crate::folder::{self, RESULTS_FILE};
+use crate::inputs::Inputs;
+use crate::observer::{EpochReport, Observer};
+use crate::spec::{RunSpec, SPEC_FILE};
+use crate::{Error, Result, device, planner, trunk};
+
+/// How a run is carried out (what does not shape its result).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// libtorch and ONNX Runtime threads (0: their defaults).
+    pub threads: usize,
+    /// Set by a Ctrl-C handler: the run stops at its next optimiser step, resumable.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// How a run ended without an error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnd {
+    /// Trained to its last epoch; `results.json`'s content.
+    Finished(serde_json::Value),
+    /// It had already finished: nothing was done; its `results.json`.
+    AlreadyFinished(serde_json::Value),
+    /// Stopped on request at a checkpoint; `headroom train --resume` continues it.
+    Interrupted,
+}
+
+/// Starts a new run of `spec` in `dir` (which must not exist yet). Everything that can refuse the
+/// run is checked before the folder is created.
+pub fn start(
+    spec: &RunSpec,
+    dir: &Path,
+    options: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<RunEnd> {
+    spec.validate()?;
+    if dir.exists() {
+        return Err(Error::Folder {
+            dir: dir.to_path_buf(),
+            reason: "exists: choose another --name, or add --resume to continue it".into(),
+        });
+    }
+    execute(spec.clone(), dir, true, options, observer)
+}
+
+/// Continues the run in `dir` with its saved spec, extended to `epochs` when given.
+pub fn resume(
+    dir: &Path,
+    epochs: Option<usize>,
+    options: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<RunEnd> {
+    let mut spec = RunSpec::load(&folder::existing_run_dir(dir)?)?;
+    if let Some(epochs) = epochs {
+        if epochs < spec.settings.epochs {
+            return Err(Error::ResumeConflict {
+                setting: "settings.epochs".into(),
+                saved: spec.settings.epochs.to_string(),
+                given: format!("{epochs} (a run can be extended, not shortened)"),
+            });
+        }
+        spec.settings.epochs = epochs;
+        spec.validate()?;
+    }
+    if let Some(results) = folder::read_results(dir)
+        && results["epochs"].as_u64() == Some(spec.settings.epochs as u64)
+    {
+        return Ok(RunEnd::AlreadyFinished(results));
+    }
+    execute(spec, dir, false, options, observer)
+}
+
+/// What an epoch's end writes to.
+struct EpochOutputs<'a> {
+    dir: &'a Path,
+    model: &'a Path,
+    bytes: &'a [u8],
+    base_sha: &'a str,
+    part: &'a str,
+    threads: usize,
+}
+
+fn execute(
+    mut spec: RunSpec,
+    dir: &Path,
+    fresh: bool,
+    options: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<RunEnd> {
+    if options.threads > 0 {
+        headroom_train::tch::set_num_threads(options.threads as i32);
+    }
+    let (device_text, preset) = device::resolve(&spec.device, device::cuda_available(), true)?;
+    let device = device::torch_device(&device_text)?;
+    let model = Model::load(&spec.model)?;
+    let trainable = spec.trainable()?;
+    let student = Student::new(&model, trainable, device).map_err(|e| Error::Input {
+        path: spec.model.clone(),
+        reason: format!("preparing for training ({trainable}): {e}"),
+    })?;
+    check_batch(&spec, &model, &student)?;
+    let inspection = student.inspection().clone();
+    let (nc, reg_max, strides) =
+        (inspection.classes as i64, inspection.head.reg_max as i64, inspection.strides.clone());
+    let loss = if inspection.end_to_end {
+        LossConfig::one_to_one(nc, reg_max, strides)
+    } else {
+        LossConfig::one_to_many(nc, reg_max, strides)
+    };
+    let mut inputs = Inputs::read(&spec, &inspection)?;
+    let bytes = std::fs::read(&spec.model).map_err(|e| headroom_core::Error::io(&spec.model, e))?;
+    let base_sha = headroom_infer::label::output::sha256_hex(&bytes);
+    let mut trainer = Trainer::new(&student, spec.settings.clone(), loss)?;
+    let memory_cap = spec.memory_cap_bytes()?;
+
+    // Everything that can refuse the run has been checked: the folder is created (or locked) now.
+    let _lock = folder::create_and_lock(dir)?;
+    sweep_temporaries(dir);
+    if fresh {
+        if dir.join(SPEC_FILE).exists() {
+            return Err(Error::Folder { dir: dir.to_path_buf(), reason: "another run started here".into() });
+        }
+    } else {
+        // The run's results are rewritten at its end (an extended run has more epochs).
+        let _ = std::fs::remove_file(dir.join(RESULTS_FILE));
+    }
+    spec.save(dir)?;
+
+    trainer.set_soft_targets(std::mem::take(&mut inputs.soft));
+    let mut all = inputs.train.clone();
+    all.extend(inputs.replay.iter().cloned());
+    let trunk = trunk::trunk_for(&spec, &model, &student, &all, dir, &base_sha, options.threads, observer)?;
+    trainer.set_trunk(trunk)?;
+    let checkpoint = dir.join("ckpt/last.pt");
+    trainer.set_checkpoint_path(&checkpoint);
+    // Out of memory: one rung down, back to the last checkpoint (docs/PLAN.md).
+    trainer.set_out_of_memory(Box::new(LadderStepDown { gpu: device.is_cuda() }));
+    if let Some(bytes) = memory_cap {
+        let cap = MemoryCap::new(bytes, spec.memory_cap_after).ok_or_else(|| Error::Spec {
+            key: "--memory-cap".into(),
+            reason: "needs /proc/self/status (Linux)".into(),
+        })?;
+        tracing::debug!("--memory-cap: resident at the start of training {} MiB", cap.base >> 20);
+        trainer.set_memory_cap(cap);
+    }
+    if let Some(stop) = &options.stop {
+        trainer.set_stop(Arc::clone(stop));
+    }
+    let setup = planner::setup_of(&spec.settings, trainable, spec.trunk, spec.cache_features, &inputs.train);
+    let mut estimate = planner::estimate_json(&model, &inspection, &preset, &setup);
+    tracing::info!("planner ({}): estimated peak {} MB for this run", preset.name, estimate["estimate_mb"]);
+    if !fresh {
+        // Killed before its first checkpoint: the run starts again from the beginning.
+        if checkpoint.exists() {
+            trainer.load_checkpoint(&checkpoint)?;
+        }
+        // Rows of epochs after the checkpoint are redone.
+        folder::truncate_metrics(dir, trainer.progress().epochs_done)?;
+        let p = trainer.progress();
+        tracing::info!("resuming {} at epoch {}, pass {}", dir.display(), p.epochs_done + 1, p.pass);
+    }
+    if !checkpoint.exists() {
+        // The state a step down goes back to before the first checkpoint of the run.
+        trainer.save_start_checkpoint(&dir.join("ckpt/start.pt"))?;
+    }
+    tracing::info!(
+        "training {} ({trainable}, {} parameters, {device:?}) on {} images, validating on {}; run folder {}",
+        spec.model.display(),
+        student.partition().parameter_count,
+        inputs.train.len(),
+        inputs.val.len(),
+        dir.display()
+    );
+    let outputs = EpochOutputs {
+        dir,
+        model: &spec.model,
+        bytes: &bytes,
+        base_sha: &base_sha,
+        part: &spec.part,
+        threads: options.threads,
+    };
+    let stop_requested = || options.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
+    let mut best = folder::read_best(dir);
+    let epochs = spec.settings.epochs;
+    for epoch in trainer.progress().epochs_done..epochs {
+        if stop_requested() {
+            return Ok(RunEnd::Interrupted);
+        }
+        let images = inputs.epoch_images(spec.replay_fraction, spec.settings.seed, epoch);
+        let logged = trainer.steps_down().len();
+        observer.epoch_started(epoch, epochs);
+        let stats = {
+            let observer = RefCell::new(&mut *observer);
+            let stats =
+                trainer.train_epoch(&images, &|done, total, c| observer.borrow_mut().pass(done, total, c));
+            observer.borrow_mut().epoch_trained(stats.is_ok());
+            stats
+        };
+        if trainer.steps_down().len() > logged {
+            // Recorded also when the epoch then failed: what the run tried is in run.log, and a
+            // resumed run continues in the configuration it stepped down to.
+            folder::log_steps(dir, &trainer.steps_down()[logged..])?;
+            spec.settings = trainer.config().clone();
+            spec.save(dir)?;
+        }
+        let stats = match stats {
+            Err(headroom_train::Error::Interrupted) => return Ok(RunEnd::Interrupted),
+            other => other?,
+        };
+        let (report, better) = finish_epoch(&outputs, &trainer, stats, &inputs, best)?;
+        best = better;
+        observer.epoch_ended(&report);
+    }
+    let peak = folder::peak_rss_mb();
+    if let (Some(estimate_mb), Some(peak)) = (estimate["estimate_mb"].as_f64(), peak) {
+        // Every run checks the planner: its estimate against this run's measured peak.
+        estimate["error_pct_vs_peak_rss"] = (((estimate_mb - peak) / peak * 1000.0).round() / 10.0).into();
+    }
+    let results = serde_json::json!({
+        "run": dir,
+        "epochs": epochs,
+        "best_fitness": best,
+        "best": dir.join("best.onnx"),
+        "last": dir.join("last.onnx"),
+        "peak_rss_mb": peak,
+        "planner": estimate,
+        "steps_down": trainer.steps_down(),
+    });
+    let text = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
+    headroom_core::fsio::write_atomic(&dir.join(RESULTS_FILE), text.as_bytes())?;
+    Ok(RunEnd::Finished(results))
+}
+
+/// The end of an epoch: the averaged weights written back into the model (`last.onnx`), evaluated
+/// through ONNX Runtime on the val split, kept as `best.onnx` when better, the metrics row, the
+/// plots, the checkpoint. Returns the epoch's report and the best fitness so far.
+fn finish_epoch(
+    out: &EpochOutputs<'_>,
+    trainer: &Trainer<'_>,
+    stats: EpochStats,
+    inputs: &Inputs,
+    best: Option<f64>,
+) -> Result<(EpochReport, Option<f64>)> {
+    let phases: Vec<String> =
+        PHASES.iter().zip(stats.phases).map(|(name, seconds)| format!("{name} {seconds:.2} s")).collect();
+    tracing::debug!("epoch {} time: {}", stats.epoch + 1, phases.join("; "));
+    let meta = vec![
+        (headroom_onnx::patch::KEY_BASE_SHA256.to_string(), out.base_sha.to_string()),
+        (headroom_onnx::patch::KEY_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        (headroom_onnx::patch::KEY_FINETUNED.to_string(), format!("{}, epoch {}", out.part, stats.epoch + 1)),
+    ];
+    let written = headroom_onnx::patch::write_weights(out.bytes, out.model, &trainer.ema_weights()?, &meta)?;
+    let last = out.dir.join("last.onnx");
+    headroom_core::fsio::write_atomic(&last, &written)?;
+    let metrics = evaluate(&last, &inputs.data.names, &inputs.val, out.threads)?;
+    let better = best.is_none_or(|b| metrics.fitness > b);
+    if better {
+        headroom_core::fsio::write_atomic(&out.dir.join("best.onnx"), &written)?;
+    }
+    let csv = folder::append_metrics(out.dir, &stats, &metrics, folder::peak_rss_mb().unwrap_or(0.0))?;
+    if let Err(e) = headroom_train::plots::write_plots(&csv, out.dir) {
+        tracing::warn!("plots of {}: {e}", out.dir.display());
+    }
+    trainer.save_checkpoint(&out.dir.join("ckpt/last.pt"))?;
+    let best = if better { Some(metrics.fitness) } else { best };
+    let epochs = trainer.config().epochs;
+    Ok((EpochReport { stats, epochs, metrics, best: better }, best))
+}
+
+fn evaluate(
+    model: &Path,
+    names: &[String],
+    images: &[headroom_core::dataset::ImageRecord],
+    threads: usize,
+) -> Result<headroom_core::metrics::Metrics> {
+    let options = headroom_infer::provider::SessionOptions {
+        intra_threads: threads,
+        spinning: false,
+        ..Default::default()
+    };
+    let mut detector = headroom_infer::detector::Detector::open(model, &options)?;
+    Ok(headroom_infer::eval::val_metrics(&mut detector, images, names)?)
+}
+
+/// Removes the temporaries that a killed run of this folder left behind (its own files only).
+fn sweep_temporaries(dir: &Path) {
+    let folders =
+        [(dir.to_path_buf(), &folder::RUN_FILES[..]), (dir.join("ckpt"), &folder::CHECKPOINT_FILES[..])];
+    for (path, names) in folders {
+        match headroom_core::fsio::remove_stale_temporaries(&path, names) {
+            Ok(removed) => {
+                for file in removed {
+                    tracing::info!("removed {}, left by a run that was stopped", file.display());
+                }
+            }
+            Err(e) => tracing::warn!("sweeping {}: {e}", path.display()),
+        }
+    }
+}
+
+/// A batch above 1 needs a trunk that takes it (static batch-1 exports run their trunk image by
+/// image, but their attention layers cannot train at batch 2).
+fn check_batch(spec: &RunSpec, model: &Model, student: &Student) -> Result<()> {
+    let reshapes_in_training = student
+        .partition()
+        .segments
+        .iter()
+        .flat_map(|seg| &seg.nodes)
+        .any(|&i| matches!(model.graph.nodes[i].op, headroom_onnx::Op::Reshape(_)));
+    if spec.settings.batch > 1 && student.batch_fixed_at_one() && reshapes_in_training {
+        return Err(Error::Input {
+            path: spec.model.clone(),
+            reason: format!(
+                "the export's batch is fixed at 1 and the part to train ({}) reshapes with that batch (attention \
+                 layers): use --batch 1 (gradients still accumulate to --nbs), --train head, or an export with \
+                 dynamic=True",
+                spec.part
+            ),
+        });
+    }
+    Ok(())
+}

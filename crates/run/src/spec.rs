@@ -1,0 +1,264 @@
+//! The spec of a run: every setting that shapes it, validated in one place ([`RunSpec::validate`])
+//! for a new run's command line and for a saved `config.toml` alike, saved in the run folder
+//! before training starts, and the only source of settings when the run resumes
+//! ([`RunSpec::differences`] finds what a resuming command line would change). Pure: no native
+//! library.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use headroom_onnx::Trainable;
+use headroom_train::config::TrainConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The file of a run folder that holds its spec.
+pub const SPEC_FILE: &str = "config.toml";
+
+/// What runs the frozen trunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrunkKind {
+    /// ONNX Runtime on the trunk cut out of the same file (the default: faster).
+    Ort,
+    /// headroom's libtorch executor.
+    Torch,
+}
+
+/// What `--plan auto` chose for the run (recorded so that a resumed run is the planned one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanChoice {
+    /// The device preset planned for.
+    pub device: String,
+    /// The budget, bytes.
+    pub budget: u64,
+    /// The rung of the fit ladder chosen.
+    pub rung: String,
+    /// Its estimated peak, bytes.
+    pub estimate: u64,
+}
+
+/// Everything that shapes a training run (what `config.toml` holds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// The student (an Ultralytics ONNX export).
+    pub model: PathBuf,
+    /// The dataset's `data.yaml`.
+    pub data: PathBuf,
+    /// What trains (`head`, `neck+head`, `freeze=N`).
+    pub part: String,
+    /// Where libtorch trains (`cpu`, `cuda`, `cuda:N`) or a device preset.
+    pub device: String,
+    /// Old-domain data replayed against forgetting.
+    #[serde(default)]
+    pub replay: Option<PathBuf>,
+    /// Replayed images per new image and epoch.
+    #[serde(default)]
+    pub replay_fraction: f64,
+    /// Dataset classes mapped onto the student's (`SRC=DST,...`).
+    #[serde(default)]
+    pub remap: Option<String>,
+    /// What runs the frozen trunk.
+    pub trunk: TrunkKind,
+    /// Train epochs on cached trunk outputs.
+    pub cache_features: bool,
+    /// The memory cap of a pass above the start (`--memory-cap`), as given.
+    #[serde(default)]
+    pub memory_cap: Option<String>,
+    /// Passes before the memory cap is checked.
+    #[serde(default)]
+    pub memory_cap_after: u64,
+    /// What `--plan auto` chose, when it planned the run.
+    #[serde(default)]
+    pub plan: Option<PlanChoice>,
+    /// The training settings (after any step down the run took).
+    pub settings: TrainConfig,
+}
+
+impl RunSpec {
+    /// The part to train.
+    pub fn trainable(&self) -> Result<Trainable> {
+        self.part.replace("freeze=", "").parse().map_err(|reason| Error::Spec { key: "part".into(), reason })
+    }
+
+    /// The memory cap in bytes, if any.
+    pub fn memory_cap_bytes(&self) -> Result<Option<u64>> {
+        let Some(text) = &self.memory_cap else { return Ok(None) };
+        let bytes = headroom_plan::parse_size(text).map_err(|reason| Error::Spec {
+            key: "memory_cap".into(),
+            reason: format!("{text}: {reason}"),
+        })?;
+        if bytes == 0 {
+            return Err(Error::Spec {
+                key: "memory_cap".into(),
+                reason: format!("{text} is zero: give the memory a pass may take, e.g. 512MiB"),
+            });
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Checks every setting: the training settings' bounds, the part, the replay share, the memory
+    /// cap, and that a feature cache is not asked for with augmentations that change the trunk's
+    /// input. The same checks run for a new run and for a saved one.
+    pub fn validate(&self) -> Result<()> {
+        self.settings.validate().map_err(|e| match e {
+            headroom_train::Error::Config { key, reason } => {
+                Error::Spec { key: format!("settings.{key}"), reason }
+            }
+            other => other.into(),
+        })?;
+        self.trainable()?;
+        self.memory_cap_bytes()?;
+        if !(0.0..=10.0).contains(&self.replay_fraction) || !self.replay_fraction.is_finite() {
+            return Err(Error::Spec {
+                key: "replay_fraction".into(),
+                reason: format!("{} is not in [0, 10]", self.replay_fraction),
+            });
+        }
+        if self.device.trim().is_empty() {
+            return Err(Error::Spec {
+                key: "device".into(),
+                reason: "empty: cpu, cuda, cuda:N or a preset".into(),
+            });
+        }
+        if self.cache_features && self.settings.augment.changes_pixels() {
+            return Err(Error::Spec {
+                key: "cache_features".into(),
+                reason: "cached features are the trunk's outputs for fixed inputs; --mosaic, --scale, --translate \
+                         and --hsv change those inputs: turn them off or drop --cache-features"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads and validates the spec saved in run folder `dir`.
+    pub fn load(dir: &Path) -> Result<RunSpec> {
+        let path = dir.join(SPEC_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| headroom_core::Error::io(&path, e))?;
+        let spec: RunSpec = toml::from_str(&text)
+            .map_err(|e| Error::SavedSpec { path: path.clone(), reason: e.to_string() })?;
+        spec.validate().map_err(|e| Error::SavedSpec { path, reason: e.to_string() })?;
+        Ok(spec)
+    }
+
+    /// Writes the spec to `dir`'s `config.toml` atomically.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let text = toml::to_string_pretty(self)
+            .map_err(|e| Error::Spec { key: SPEC_FILE.into(), reason: e.to_string() })?;
+        headroom_core::fsio::write_atomic(&dir.join(SPEC_FILE), text.as_bytes())?;
+        Ok(())
+    }
+
+    /// The settings in which `other` differs from this spec, as (key, this value, other value),
+    /// keys spelled as in `config.toml` (`settings.batch`, `part`, ...).
+    pub fn differences(&self, other: &RunSpec) -> Vec<(String, String, String)> {
+        let (a, b) = (flatten(self), flatten(other));
+        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        keys.into_iter()
+            .filter_map(|k| {
+                let (x, y) = (a.get(k), b.get(k));
+                (x != y).then(|| (k.clone(), shown(x), shown(y)))
+            })
+            .collect()
+    }
+}
+
+fn shown(value: Option<&String>) -> String {
+    value.cloned().unwrap_or_else(|| "nothing".into())
+}
+
+/// The spec as dotted keys → TOML text of each value.
+fn flatten(spec: &RunSpec) -> BTreeMap<String, String> {
+    fn walk(prefix: &str, value: &toml::Value, out: &mut BTreeMap<String, String>) {
+        match value {
+            toml::Value::Table(table) => {
+                for (k, v) in table {
+                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&key, v, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_string(), other.to_string());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    if let Ok(value) = toml::Value::try_from(spec) {
+        walk("", &value, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            model: "m.onnx".into(),
+            data: "d/data.yaml".into(),
+            part: "head".into(),
+            device: "cpu".into(),
+            replay: None,
+            replay_fraction: 1.0,
+            remap: None,
+            trunk: TrunkKind::Ort,
+            cache_features: false,
+            memory_cap: None,
+            memory_cap_after: 0,
+            plan: None,
+            settings: TrainConfig::default(),
+        }
+    }
+
+    #[test]
+    fn a_saved_spec_reads_back_equal() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = RunSpec { memory_cap: Some("512MiB".into()), ..spec() };
+        s.save(dir.path()).expect("save");
+        assert_eq!(RunSpec::load(dir.path()).expect("load"), s);
+    }
+
+    #[test]
+    fn bad_saved_values_are_refused_naming_the_key_and_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        spec().save(dir.path()).expect("save");
+        let path = dir.path().join(SPEC_FILE);
+        let text = std::fs::read_to_string(&path).expect("read");
+        for (from, to, key) in [
+            ("lr0 = 0.0001", "lr0 = -1.0", "settings.lr0"),
+            ("batch = 2", "batch = 100000", "settings.batch"),
+            ("part = \"head\"", "part = \"elbow\"", "part"),
+        ] {
+            std::fs::write(&path, text.replace(from, to)).expect("write");
+            let err = RunSpec::load(dir.path()).expect_err(key).to_string();
+            assert!(err.contains(key) && err.contains("config.toml"), "{key}: {err}");
+        }
+        std::fs::write(&path, text.replace("[settings]", "colour = 1\n[settings]")).expect("write");
+        assert!(RunSpec::load(dir.path()).expect_err("unknown").to_string().contains("colour"));
+    }
+
+    #[test]
+    fn a_memory_cap_must_parse_and_be_positive() {
+        for cap in ["garbage", "0MiB"] {
+            let s = RunSpec { memory_cap: Some(cap.into()), ..spec() };
+            assert!(s.validate().expect_err(cap).to_string().contains("memory_cap"), "{cap}");
+        }
+    }
+
+    #[test]
+    fn differences_name_each_changed_key() {
+        let mut other = spec();
+        other.part = "neck+head".into();
+        other.settings.batch = 1;
+        let diff = spec().differences(&other);
+        let keys: Vec<&str> = diff.iter().map(|(k, _, _)| k.as_str()).collect();
+        assert_eq!(keys, ["part", "settings.batch"]);
+        assert_eq!(diff[0].1, "\"head\"");
+        assert!(spec().differences(&spec()).is_empty());
+    }
+}

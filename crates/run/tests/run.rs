@@ -1,0 +1,126 @@
+//! The run layer in process, on the shipped demo model and a small synthetic field split: a run
+//! stopped on request mid-epoch resumes to the losses and metrics of the uninterrupted run, a
+//! finished run says so, and a saved spec with a bad value is refused before anything trains. (The
+//! memory cap's step-down runs through the binary: crates/cli/tests/train_step_down.rs.)
+
+#![cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use headroom_core::synth::{Preset, SynthConfig, write_dataset};
+use headroom_run::observer::{Observer, Silent};
+use headroom_run::run::{self, RunEnd, RunOptions};
+use headroom_run::spec::{RunSpec, TrunkKind};
+use headroom_train::config::TrainConfig;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn data(dir: &Path) -> PathBuf {
+    let config = SynthConfig { preset: Preset::Field, seed: 3, train: 12, val: 6, ..SynthConfig::default() };
+    write_dataset(&config, &dir.join("data"), |_| {}).expect("synth");
+    dir.join("data/data.yaml")
+}
+
+fn spec(data: &Path) -> RunSpec {
+    RunSpec {
+        model: workspace().join("models/demo/yolov8n-shapes-160.onnx"),
+        data: data.to_path_buf(),
+        part: "head".into(),
+        device: "cpu".into(),
+        replay: None,
+        replay_fraction: 1.0,
+        remap: None,
+        trunk: TrunkKind::Ort,
+        cache_features: false,
+        memory_cap: None,
+        memory_cap_after: 0,
+        plan: None,
+        settings: TrainConfig {
+            epochs: 2,
+            nbs: 2,
+            save_period: 1,
+            imgsz: [160, 160],
+            ..TrainConfig::default().with_auto_optimizer(12, 3)
+        },
+    }
+}
+
+fn options(stop: Option<Arc<AtomicBool>>) -> RunOptions {
+    RunOptions { threads: 1, stop }
+}
+
+fn metrics(dir: &Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(dir.join("metrics.csv")).expect("metrics.csv");
+    text.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect()).collect()
+}
+
+/// Asks the run to stop after `after` passes.
+struct StopAfter {
+    flag: Arc<AtomicBool>,
+    after: usize,
+    seen: usize,
+}
+
+impl Observer for StopAfter {
+    fn pass(&mut self, _done: usize, _total: usize, _components: [f64; 4]) {
+        self.seen += 1;
+        if self.seen == self.after {
+            self.flag.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_result_and_a_finished_run_says_so() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = data(tmp.path());
+    let spec = spec(&data);
+    let straight = tmp.path().join("straight");
+    let end = run::start(&spec, &straight, &options(None), &mut Silent).expect("straight run");
+    assert!(matches!(end, RunEnd::Finished(_)), "{end:?}");
+
+    let stopped = tmp.path().join("stopped");
+    let flag = Arc::new(AtomicBool::new(false));
+    let mut observer = StopAfter { flag: Arc::clone(&flag), after: 3, seen: 0 };
+    let end = run::start(&spec, &stopped, &options(Some(flag)), &mut observer).expect("stopped run");
+    assert_eq!(end, RunEnd::Interrupted);
+    assert!(stopped.join("ckpt/last.pt").exists() && !stopped.join("metrics.csv").exists());
+
+    let end = run::resume(&stopped, None, &options(None), &mut Silent).expect("resumed run");
+    assert!(matches!(end, RunEnd::Finished(_)), "{end:?}");
+    let (a, b) = (metrics(&stopped), metrics(&straight));
+    assert_eq!(a.len(), 2);
+    for (x, y) in a.iter().zip(&b) {
+        for column in [1, 2, 3, 11, 12] {
+            let (x, y): (f64, f64) = (x[column].parse().expect("num"), y[column].parse().expect("num"));
+            assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "column {column}: {x} vs {y}");
+        }
+    }
+    let again = run::resume(&stopped, None, &options(None), &mut Silent).expect("finished run");
+    assert!(matches!(again, RunEnd::AlreadyFinished(_)), "{again:?}");
+    let shorter = run::resume(&stopped, Some(1), &options(None), &mut Silent).expect_err("shorter");
+    assert!(shorter.to_string().contains("settings.epochs"), "{shorter}");
+}
+
+#[test]
+fn a_bad_saved_value_is_refused_before_training() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = data(tmp.path());
+    let mut spec = spec(&data);
+    spec.settings.epochs = 1;
+    let dir = tmp.path().join("run");
+    run::start(&spec, &dir, &options(None), &mut Silent).expect("run");
+    let path = dir.join("config.toml");
+    let text = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(&path, text.replace("batch = 2", "batch = 100000")).expect("write");
+    let err = run::resume(&dir, Some(2), &options(None), &mut Silent).expect_err("bad batch").to_string();
+    assert!(err.contains("settings.batch") && err.contains("config.toml"), "{err}");
+    let bad = RunSpec { memory_cap: Some("garbage".into()), ..spec };
+    let fresh = tmp.path().join("fresh");
+    assert!(run::start(&bad, &fresh, &options(None), &mut Silent).is_err());
+    assert!(!fresh.exists(), "nothing is created for a spec that does not validate");
+}

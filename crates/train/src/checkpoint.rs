@@ -1,0 +1,111 @@
+//! Checkpoints of a run: the trained weights, their average, the optimiser's state and the
+//! progress (the position in the epoch included), in one file that a run resumes from exactly.
+//!
+//! libtorch serialises into memory and the file is written by [`headroom_core::fsio::write_atomic`]:
+//! a full disk or any other I/O failure is an error naming the file, the temporary is removed and
+//! the previous checkpoint stays whole (libtorch's own file writer reports a failed write from a
+//! destructor, which aborts the process).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+use crate::state::Progress;
+use crate::trainer::{Optimizer, Trainer};
+use crate::{Error, Result};
+
+/// The JSON inside a checkpoint.
+#[derive(Serialize, Deserialize)]
+struct SavedState {
+    progress: Progress,
+    #[serde(default)]
+    adam_steps: u64,
+    /// The batch of the run when it was saved (0: older checkpoints).
+    #[serde(default)]
+    batch: usize,
+}
+
+impl Trainer<'_> {
+    /// Writes the weights, averages, optimiser state and progress (position in the epoch included)
+    /// to `path` atomically (a temporary beside it, then a rename).
+    pub fn save_checkpoint(&self, path: &Path) -> Result<()> {
+        let mut named: Vec<(String, Tensor)> = Vec::new();
+        for (n, p) in self.student.parameters() {
+            named.push((format!("param/{n}"), p.detach().copy()));
+        }
+        for (n, e) in self.ema.tensors() {
+            named.push((format!("ema/{n}"), e.shallow_clone()));
+        }
+        let mut adam_steps = 0;
+        match &self.optimizer {
+            Optimizer::Sgd(sgd) => {
+                for (n, b) in sgd.buffers() {
+                    named.push((format!("momentum/{n}"), b.shallow_clone()));
+                }
+            }
+            Optimizer::AdamW(adam) => {
+                let (steps, moments) = adam.state();
+                adam_steps = steps;
+                named.extend(moments.into_iter().map(|(k, v)| (format!("adam/{k}"), v)));
+            }
+        }
+        let state = serde_json::to_vec(&SavedState {
+            progress: self.progress.clone(),
+            adam_steps,
+            batch: self.config.batch,
+        })
+        .map_err(|e| Error::Data { reason: e.to_string() })?;
+        named.push(("state".into(), Tensor::from_slice(&state)));
+        let mut bytes = Vec::new();
+        Tensor::save_multi_to_stream(&named, &mut bytes)?;
+        headroom_core::fsio::write_atomic(path, &bytes)?;
+        Ok(())
+    }
+
+    /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the same student. Saved
+    /// with another batch (a step down since), its position in the epoch is converted to this
+    /// configuration's batch (exact when one divides the other the way halving does).
+    pub fn load_checkpoint(&mut self, path: &Path) -> Result<()> {
+        let file = std::fs::File::open(path).map_err(|e| headroom_core::Error::io(path, e))?;
+        let named = Tensor::load_multi_from_stream(std::io::BufReader::new(file)).map_err(|e| {
+            Error::Data { reason: format!("{}: not a readable checkpoint: {e}", path.display()) }
+        })?;
+        let map: HashMap<String, Tensor> = named.into_iter().collect();
+        let _guard = tch::no_grad_guard();
+        for (n, p) in self.student.parameters() {
+            let saved = map.get(&format!("param/{n}")).ok_or_else(|| Error::Data {
+                reason: format!(
+                    "{}: no weights for `{n}`: a checkpoint of another model or split",
+                    path.display()
+                ),
+            })?;
+            let mut p = p.shallow_clone();
+            p.f_copy_(saved)?;
+        }
+        for (n, saved) in map.iter().filter_map(|(k, v)| Some((k.strip_prefix("ema/")?, v))) {
+            self.ema.restore(n, saved)?;
+        }
+        let state = map
+            .get("state")
+            .ok_or_else(|| Error::Data { reason: format!("{}: no state", path.display()) })?;
+        let bytes = Vec::<u8>::try_from(state)?;
+        let saved: SavedState = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Data { reason: format!("{}: {e}", path.display()) })?;
+        let strip = |prefix: &str| -> HashMap<String, Tensor> {
+            map.iter()
+                .filter_map(|(k, v)| k.strip_prefix(prefix).map(|n| (n.to_string(), v.shallow_clone())))
+                .collect()
+        };
+        match &mut self.optimizer {
+            Optimizer::Sgd(sgd) => sgd.set_buffers(strip("momentum/")),
+            Optimizer::AdamW(adam) => adam.set_state(saved.adam_steps, &strip("adam/")),
+        }
+        self.progress = saved.progress;
+        if saved.batch > 0 && saved.batch != self.config.batch {
+            self.progress.pass = self.progress.pass * saved.batch / self.config.batch;
+        }
+        Ok(())
+    }
+}

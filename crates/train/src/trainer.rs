@@ -1,0 +1,477 @@
+//! The inside of a run: epochs of shuffled batches through the frozen trunk and the
+//! (checkpointed) trainable head, Ultralytics' loss (plus distillation on a teacher's soft scores),
+//! gradients accumulated to a nominal batch and clipped, SGD or AdamW on [`crate::schedule`],
+//! the weights' moving average ([`crate::ema`]), skipped non-finite steps, checkpoints every N
+//! optimiser steps ([`crate::checkpoint`]), out-of-memory step-down and a stop request honoured at
+//! the next optimiser step. The run around it (validation, files, resume) is `headroom-run`'s.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use headroom_core::dataset::ImageRecord;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tch::Tensor;
+
+use crate::cache::FeatureCache;
+use crate::config::{OptimizerKind, TrainConfig};
+use crate::data::{SoftTargets, augmented_batch, targets_for};
+use crate::ema::Ema;
+use crate::loss::{Distill, LossConfig, detection_loss_with};
+use crate::memory_guard::{MemoryCap, OutOfMemory, StepDown, is_out_of_memory};
+use crate::optim::{AdamW, Sgd, clip_grad_norm};
+use crate::schedule::{self, shuffled};
+use crate::state::{EpochStats, Progress};
+use crate::student::Cut;
+use crate::{Error, Result, Student, amp};
+
+pub(crate) enum Optimizer {
+    Sgd(Sgd),
+    AdamW(AdamW),
+}
+
+/// A trunk run elsewhere (ONNX Runtime on the trunk cut out of the same file): images in, cut out.
+pub type ExternalTrunk<'a> = dyn FnMut(&Tensor) -> Result<Cut> + 'a;
+
+/// What computes the frozen trunk's outputs for a batch.
+pub enum Trunk<'a> {
+    /// headroom's libtorch executor, under no-grad.
+    Torch,
+    /// Another runtime (ONNX Runtime on the trunk cut out of the same file).
+    External(RefCell<Box<ExternalTrunk<'a>>>),
+    /// Outputs computed once per image and read back (no image is read during epochs).
+    Cache(FeatureCache),
+}
+
+/// What the trainable part of one pass takes: the trunk's outputs, the targets, their soft scores.
+type BatchInputs = (Cut, Vec<crate::loss::Target>, Vec<Option<Vec<f32>>>);
+
+/// A run in progress.
+pub struct Trainer<'a> {
+    pub(crate) student: &'a Student,
+    pub(crate) config: TrainConfig,
+    loss: LossConfig,
+    grids: Vec<(i64, i64)>,
+    pub(crate) optimizer: Optimizer,
+    pub(crate) ema: Ema,
+    pub(crate) progress: Progress,
+    soft: SoftTargets,
+    checkpoint_path: Option<PathBuf>,
+    start_checkpoint: Option<PathBuf>,
+    trunk: Trunk<'a>,
+    phases: RefCell<[f64; 5]>,
+    start: HashMap<String, Tensor>,
+    out_of_memory: Option<Box<dyn OutOfMemory + 'a>>,
+    memory_cap: Option<MemoryCap>,
+    steps_down: Vec<StepDown>,
+    passes_run: u64,
+    stop: Option<Arc<AtomicBool>>,
+}
+
+impl<'a> Trainer<'a> {
+    /// A new run of `student` with `config` (validated); `loss` describes the head.
+    pub fn new(student: &'a Student, config: TrainConfig, loss: LossConfig) -> Result<Trainer<'a>> {
+        config.validate()?;
+        let inspection = student.inspection();
+        let stride0 = inspection.strides.first().copied().unwrap_or(8);
+        let grids: Vec<(i64, i64)> = inspection
+            .strides
+            .iter()
+            .map(|s| (i64::from(config.imgsz[1]) / s, i64::from(config.imgsz[0]) / s))
+            .collect();
+        if i64::from(config.imgsz[0]) % stride0 != 0 || i64::from(config.imgsz[1]) % stride0 != 0 {
+            return Err(Error::Data {
+                reason: format!("input {:?} is not a multiple of stride {stride0}", config.imgsz),
+            });
+        }
+        let accumulate = schedule::accumulate(&config);
+        let weight_decay = config.weight_decay * (config.batch * accumulate) as f64 / config.nbs as f64;
+        let optimizer = match config.optimizer {
+            OptimizerKind::Sgd => Optimizer::Sgd(Sgd::new(config.lr0, config.momentum, true, weight_decay)),
+            OptimizerKind::AdamW => Optimizer::AdamW(AdamW::new(config.momentum, weight_decay)),
+        };
+        let parameters = student.parameters();
+        let start = parameters.iter().map(|(n, p)| (n.to_string(), p.detach().copy())).collect();
+        Ok(Trainer {
+            student,
+            config,
+            loss,
+            grids,
+            optimizer,
+            ema: Ema::new(&parameters),
+            progress: Progress::default(),
+            soft: SoftTargets::new(),
+            checkpoint_path: None,
+            start_checkpoint: None,
+            trunk: Trunk::Torch,
+            phases: RefCell::new([0.0; 5]),
+            start,
+            out_of_memory: None,
+            memory_cap: None,
+            steps_down: Vec::new(),
+            passes_run: 0,
+            stop: None,
+        })
+    }
+
+    /// What runs the frozen trunk. A feature cache is refused when an augmentation changes the
+    /// trunk's input (flips are cached both ways).
+    pub fn set_trunk(&mut self, trunk: Trunk<'a>) -> Result<()> {
+        if matches!(trunk, Trunk::Cache(_)) && self.config.augment.changes_pixels() {
+            return Err(Error::Data {
+                reason: "cached features are the trunk's outputs for fixed inputs: --mosaic, --scale, \
+                         --translate and --hsv change those inputs; turn them off or drop --cache-features"
+                    .into(),
+            });
+        }
+        self.trunk = trunk;
+        Ok(())
+    }
+
+    /// The teacher's soft scores per image (for `kd`; see [`crate::data::SoftTargets`]).
+    pub fn set_soft_targets(&mut self, soft: SoftTargets) {
+        self.soft = soft;
+    }
+
+    /// Where checkpoints within an epoch go (every `save_period` optimiser steps).
+    pub fn set_checkpoint_path(&mut self, path: &Path) {
+        self.checkpoint_path = Some(path.to_path_buf());
+    }
+
+    /// What to do when memory runs out: with a hook that steps down, the trainer reloads the last
+    /// checkpoint (see [`Trainer::set_checkpoint_path`]) in the new configuration and continues.
+    pub fn set_out_of_memory(&mut self, hook: Box<dyn OutOfMemory + 'a>) {
+        self.out_of_memory = Some(hook);
+    }
+
+    /// A stop request (Ctrl-C): once set, the epoch goes on to its next optimiser step, saves a
+    /// checkpoint there and returns [`Error::Interrupted`]; a resumed run continues from it exactly.
+    pub fn set_stop(&mut self, flag: Arc<AtomicBool>) {
+        self.stop = Some(flag);
+    }
+
+    /// Saves the run's starting state to `path`: what a step down goes back to when memory runs
+    /// out before the first checkpoint.
+    pub fn save_start_checkpoint(&mut self, path: &Path) -> Result<()> {
+        self.save_checkpoint(path)?;
+        self.start_checkpoint = Some(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Checks `cap` after every pass; exceeding it is an out-of-memory error.
+    pub fn set_memory_cap(&mut self, cap: MemoryCap) {
+        self.memory_cap = Some(cap);
+    }
+
+    /// The steps down taken so far.
+    pub fn steps_down(&self) -> &[StepDown] {
+        &self.steps_down
+    }
+
+    /// Where the run stands.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// The averaged weights (what is written out and evaluated), name → row-major f32.
+    pub fn ema_weights(&self) -> Result<BTreeMap<String, Vec<f32>>> {
+        self.ema.weights()
+    }
+
+    /// Trains (the rest of) one epoch on `records`; `progress(pass, passes, components)` after
+    /// each pass, components being box, cls, dfl and kd. When memory runs out (an allocation
+    /// failure or the memory cap) and the out-of-memory hook steps down, the last checkpoint is
+    /// reloaded in the new configuration and the epoch goes on from there.
+    pub fn train_epoch(
+        &mut self,
+        records: &[ImageRecord],
+        progress: &dyn Fn(usize, usize, [f64; 4]),
+    ) -> Result<EpochStats> {
+        loop {
+            match self.epoch_once(records, progress) {
+                Err(Error::OutOfMemory { reason }) => self.recover(reason)?,
+                other => return other,
+            }
+        }
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
+    }
+
+    /// After running out of memory: one rung down, the last checkpoint reloaded.
+    fn recover(&mut self, reason: String) -> Result<()> {
+        let stop = |reason: String| Err(Error::OutOfMemory { reason });
+        let last = self.checkpoint_path.clone().filter(|p| p.exists());
+        let Some(path) = last.or_else(|| self.start_checkpoint.clone().filter(|p| p.exists())) else {
+            return stop(format!("{reason}; no checkpoint to step down from"));
+        };
+        let Some(hook) = self.out_of_memory.as_mut() else { return stop(reason) };
+        let Some(next) = hook.step_down(&self.config) else {
+            return stop(format!("{reason}; no rung left to step down to in this run"));
+        };
+        if next.imgsz != self.config.imgsz || next.nbs != self.config.nbs {
+            return stop(format!("{reason}; a step down cannot change the input size or the nominal batch"));
+        }
+        let (epoch, pass, old) = (self.progress.epochs_done, self.progress.pass, self.config.clone());
+        self.student.zero_grad();
+        self.config = next;
+        self.load_checkpoint(&path)?;
+        let step = StepDown {
+            epoch,
+            pass,
+            reason,
+            rung: crate::memory_guard::describe(&old, &self.config),
+            batch: [old.batch, self.config.batch],
+            accumulate: schedule::accumulate(&self.config),
+            resumed_at: [self.progress.epochs_done, self.progress.pass],
+        };
+        tracing::warn!(
+            "out of memory at epoch {} pass {} ({}): stepped down to {} (accumulating {} passes per step, \
+             nominal batch {}), resumed from {} at epoch {} pass {}",
+            epoch + 1,
+            pass,
+            step.reason,
+            step.rung,
+            step.accumulate,
+            self.config.nbs,
+            path.display(),
+            step.resumed_at[0] + 1,
+            step.resumed_at[1]
+        );
+        self.steps_down.push(step);
+        Ok(())
+    }
+
+    fn epoch_once(
+        &mut self,
+        records: &[ImageRecord],
+        progress: &dyn Fn(usize, usize, [f64; 4]),
+    ) -> Result<EpochStats> {
+        let started = std::time::Instant::now();
+        *self.phases.borrow_mut() = [0.0; 5];
+        let seconds_before = self.progress.seconds;
+        let epoch = self.progress.epochs_done;
+        let cfg = self.config.clone();
+        let order = shuffled(records.len(), cfg.seed, epoch);
+        let passes = order.len().div_ceil(cfg.batch);
+        let mut bad_in_row = 0usize;
+        let mut since_step = 0usize;
+        let mut lr = cfg.lr0 * schedule::lr_factor(&cfg, epoch);
+        self.student.zero_grad();
+        for (pass, chunk) in order.chunks(cfg.batch).enumerate().skip(self.progress.pass) {
+            let plan = schedule::at(&cfg, epoch, pass, passes);
+            lr = plan.lr;
+            let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
+            let cap = self.memory_cap.filter(|c| self.passes_run >= c.armed_after);
+            let resident_before = cap.map_or(0, |c| c.before_pass());
+            let (value, components) = self.pass(&batch_records, records, epoch, pass).map_err(oom)?;
+            self.passes_run += 1;
+            if let Some(cap) = cap {
+                tracing::debug!("epoch {epoch} pass {pass}: {} MiB above the start", cap.used() >> 20);
+            }
+            if let Some(used) = cap.and_then(|c| c.exceeded(resident_before)) {
+                return Err(Error::OutOfMemory {
+                    reason: format!(
+                        "memory cap: the pass took {} MiB above the start, the cap is {} MiB",
+                        used >> 20,
+                        cap.map_or(0, |c| c.bytes >> 20)
+                    ),
+                });
+            }
+            self.progress.pass = pass + 1;
+            if !value.is_finite() {
+                self.progress.bad += 1;
+                bad_in_row += 1;
+                self.student.zero_grad();
+                since_step = 0;
+                tracing::warn!("epoch {epoch} pass {pass}: loss {value}, step skipped");
+                if bad_in_row >= cfg.max_bad_steps {
+                    return Err(Error::Data {
+                        reason: format!(
+                            "{bad_in_row} non-finite losses in a row (epoch {epoch}, pass {pass}): lower --lr0, or check the labels"
+                        ),
+                    });
+                }
+                continue;
+            }
+            bad_in_row = 0;
+            for (s, c) in self.progress.sums.iter_mut().zip(components) {
+                *s += c;
+            }
+            self.progress.counted += 1;
+            since_step += 1;
+            if since_step >= plan.accumulate || pass + 1 == passes {
+                let stepping = std::time::Instant::now();
+                self.step(plan.lr, plan.momentum)?;
+                self.phases.borrow_mut()[4] += stepping.elapsed().as_secs_f64();
+                since_step = 0;
+                let period = cfg.save_period;
+                let periodic = period > 0 && self.progress.optimizer_steps.is_multiple_of(period);
+                let stopping = self.stop_requested();
+                if (periodic || stopping) && pass + 1 < passes {
+                    self.progress.seconds = seconds_before + started.elapsed().as_secs_f64();
+                    if let Some(path) = self.checkpoint_path.clone() {
+                        self.save_checkpoint(&path)?;
+                    }
+                    if stopping {
+                        return Err(Error::Interrupted);
+                    }
+                }
+            }
+            progress(pass + 1, passes, components);
+        }
+        let p = std::mem::take(&mut self.progress);
+        self.progress = p.next_epoch();
+        let mean = p.sums.map(|s| s / p.counted.max(1) as f64);
+        Ok(EpochStats {
+            epoch,
+            loss: [mean[0], mean[1], mean[2]],
+            kd: mean[3],
+            lr,
+            bad_steps: p.bad,
+            optimizer_steps: p.optimizer_steps,
+            seconds: seconds_before + started.elapsed().as_secs_f64(),
+            phases: *self.phases.borrow(),
+        })
+    }
+
+    /// The trunk's outputs, targets and soft scores of one batch (timed as data and trunk).
+    fn inputs(
+        &self,
+        batch_records: &[&ImageRecord],
+        all: &[ImageRecord],
+        rng: &mut ChaCha8Rng,
+    ) -> Result<BatchInputs> {
+        let cfg = &self.config;
+        let device = self.student.executor().device();
+        let timer = |phase: usize, since: std::time::Instant| {
+            self.phases.borrow_mut()[phase] += since.elapsed().as_secs_f64();
+        };
+        let started = std::time::Instant::now();
+        if let Trunk::Cache(cache) = &self.trunk {
+            // The same draws as `augmented_batch` without pixel augmentations: one flip per image.
+            let flips: Vec<bool> = batch_records.iter().map(|_| rng.random::<f64>() < cfg.flip).collect();
+            let (targets, soft) = targets_for(batch_records, &flips, cfg.imgsz, &self.soft);
+            let cut = cache.cut(batch_records, &flips, device)?;
+            timer(0, started);
+            return Ok((cut, targets, soft));
+        }
+        let batch = augmented_batch(batch_records, all, cfg, rng, &self.soft, device)?;
+        timer(0, started);
+        let started = std::time::Instant::now();
+        let cut = match &self.trunk {
+            Trunk::External(trunk) => (trunk.borrow_mut())(&batch.images)?,
+            _ => self.student.trunk(&batch.images)?,
+        };
+        timer(1, started);
+        Ok((cut, batch.targets, batch.soft))
+    }
+
+    /// Forward and backward of one batch; the loss and its components (box, cls, dfl, kd).
+    fn pass(
+        &self,
+        batch_records: &[&ImageRecord],
+        all: &[ImageRecord],
+        epoch: usize,
+        pass: usize,
+    ) -> Result<(f64, [f64; 4])> {
+        let cfg = &self.config;
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((epoch as u64 + 1) << 32) ^ pass as u64,
+        );
+        let (cut, targets, soft) = self.inputs(batch_records, all, &mut rng)?;
+        let head_started = std::time::Instant::now();
+        let loss_seconds = std::cell::Cell::new(0.0);
+        let scale = amp::loss_scale(&self.progress, self.amp_active());
+        let mut components = [0f64; 4];
+        let distill = (cfg.kd > 0.0).then_some(Distill { weight: cfg.kd, soft: &soft });
+        let loss_fn = |outputs: &[Tensor]| {
+            let started = std::time::Instant::now();
+            let (boxes, scores) = head_tensors(outputs)?;
+            let out = detection_loss_with(&self.loss, &boxes, &scores, &self.grids, &targets, distill)?;
+            components = [out.components[0], out.components[1], out.components[2], out.kd];
+            loss_seconds.set(started.elapsed().as_secs_f64());
+            Ok(if scale == 1.0 { out.total } else { out.total * scale })
+        };
+        let run = || {
+            if cfg.checkpoint {
+                self.student.backward_checkpointed(&cut, loss_fn)
+            } else {
+                self.student.backward(&cut, loss_fn)
+            }
+        };
+        let value = if self.amp_active() { tch::autocast(true, run)? } else { run()? } / scale;
+        let mut phases = self.phases.borrow_mut();
+        phases[3] += loss_seconds.get();
+        phases[2] += head_started.elapsed().as_secs_f64() - loss_seconds.get();
+        Ok((value, components))
+    }
+
+    /// Whether mixed precision runs: asked for, and the student is on a CUDA device.
+    fn amp_active(&self) -> bool {
+        self.config.amp && self.student.executor().device().is_cuda()
+    }
+
+    /// Clips, steps the optimiser, clears the gradients, updates the average.
+    fn step(&mut self, lr: f64, momentum: f64) -> Result<()> {
+        let parameters = self.student.parameters();
+        if self.amp_active() && !amp::unscale(&parameters, &mut self.progress)? {
+            tracing::debug!(
+                "mixed precision: inf/NaN gradients, step skipped, loss scale now {}",
+                self.progress.loss_scale
+            );
+            self.student.zero_grad();
+            return Ok(());
+        }
+        if self.config.anchor > 0.0 {
+            let _guard = tch::no_grad_guard();
+            for (name, p) in &parameters {
+                let (mut g, Some(start)) = (p.grad(), self.start.get(*name)) else { continue };
+                if g.defined() {
+                    let _pulled = g.f_add_(&p.f_sub(start)?.f_mul_scalar(self.config.anchor)?)?;
+                }
+            }
+        }
+        if self.config.max_grad_norm > 0.0 {
+            clip_grad_norm(&parameters, self.config.max_grad_norm)?;
+        }
+        match &mut self.optimizer {
+            Optimizer::Sgd(sgd) => {
+                sgd.momentum = momentum;
+                sgd.step_with(&parameters, lr, lr)?;
+            }
+            Optimizer::AdamW(adam) => adam.step_with(&parameters, lr, lr)?,
+        }
+        self.student.zero_grad();
+        self.progress.optimizer_steps += 1;
+        self.progress.ema_updates += 1;
+        self.ema.update(&parameters, self.progress.ema_updates)
+    }
+}
+
+/// libtorch's allocation failures become [`Error::OutOfMemory`].
+fn oom(error: Error) -> Error {
+    if is_out_of_memory(&error) { Error::OutOfMemory { reason: error.to_string() } } else { error }
+}
+
+/// The head outputs (per level: box distribution, class logits) as `[B, 4·reg_max, A]` and
+/// `[B, nc, A]`, levels concatenated in order.
+pub fn head_tensors(outputs: &[Tensor]) -> Result<(Tensor, Tensor)> {
+    if outputs.is_empty() || !outputs.len().is_multiple_of(2) {
+        return Err(Error::Loss {
+            reason: format!("{} head outputs, expected box and class per level", outputs.len()),
+        });
+    }
+    let (boxes, scores): (Vec<Tensor>, Vec<Tensor>) =
+        outputs.chunks(2).map(|pair| (pair[0].flatten(2, 3), pair[1].flatten(2, 3))).unzip();
+    Ok((Tensor::cat(&boxes, 2), Tensor::cat(&scores, 2)))
+}
