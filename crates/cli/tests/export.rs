@@ -4,7 +4,9 @@
 //! keeps Convs float until the drop is met; every fixture family exports both and runs; engines are
 //! built through a stand-in trtexec, and without one the command for the device is printed; bad
 //! input (no or empty calibration folder, dynamic model without --imgsz, a model without a Detect
-//! head, existing outputs) gets a clear error.
+//! head, existing outputs) gets a clear error. An export holds a lock on its stem in --out,
+//! publishes its files as a whole (a kill between two renames is completed by the next export), and
+//! SIGTERM publishes nothing and exits 143.
 
 mod common;
 
@@ -362,5 +364,171 @@ mod with_onnxruntime {
             count += 1;
         }
         assert!(count >= 5, "{count} fixtures");
+    }
+
+    /// Every file in `dir` but the hidden lock files (what an export leaves for a reader).
+    fn visible_files(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".lock"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Regression: two exports to one --out interleaved their files.
+    #[test]
+    fn regression_a_second_export_of_a_stem_to_one_out_is_refused_and_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).expect("mkdir");
+        let held = headroom_core::fsio::OutputLock::acquire_named(
+            &out,
+            ".yolov8n-shapes-160.export.lock",
+            "the export of `yolov8n-shapes-160` here",
+            "headroom export",
+        )
+        .expect("lock");
+        let model = demo_model();
+        let args = ["export", "--model", s(&model), "--fp16", "--out", s(&out), "--threads", "1"];
+        let refused = headroom(&args);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+        let pid = format!("pid {}", std::process::id());
+        let said = stderr(&refused);
+        assert!(
+            said.contains("another headroom run is writing the export of `yolov8n-shapes-160` here")
+                && said.contains(&pid)
+                && said.contains("headroom export"),
+            "{said}"
+        );
+        assert_eq!(visible_files(&out), Vec::<String>::new(), "nothing written");
+        drop(held);
+        let run = headroom(&args);
+        assert!(run.status.success(), "{}", stderr(&run));
+        assert_eq!(visible_files(&out), ["yolov8n-shapes-160.fp16.onnx"]);
+    }
+
+    fn sha(path: &std::path::Path) -> String {
+        use sha2::Digest as _;
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Regression: an export killed between its renames left model B's `.fp16.onnx` beside model
+    /// A's `.int8.onnx` and `.int8.calib`, and nothing ever repaired it.
+    #[cfg(unix)]
+    #[test]
+    fn regression_an_export_killed_between_its_renames_is_completed_by_the_next_export() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path(), "4", "1");
+        let images = data.parent().expect("dir").join("images/train");
+        // Two different models of one name: A (the demo student) and B (the teacher).
+        let (a, b) = (dir.path().join("a/m.onnx"), dir.path().join("b/m.onnx"));
+        for (model, source) in [(&a, "yolov8n-shapes-160.onnx"), (&b, "teacher-shapes-160.onnx")] {
+            std::fs::create_dir_all(model.parent().expect("dir")).expect("mkdir");
+            std::fs::copy(repo_root().join("models/demo").join(source), model).expect("copy");
+        }
+        let export = |model: &std::path::Path, out: &std::path::Path, more: &[&str], env: &[(&str, &str)]| {
+            let mut args = vec![
+                "-q",
+                "export",
+                "--model",
+                s(model),
+                "--fp16",
+                "--int8",
+                "--calib",
+                s(&images),
+                "--out",
+                s(out),
+                "--threads",
+                "1",
+            ];
+            args.extend(more);
+            headroom_command_env(&args, env)
+        };
+        let files = ["m.fp16.onnx", "m.int8.calib", "m.int8.onnx"];
+        let (out, reference) = (dir.path().join("out"), dir.path().join("reference"));
+        let clean = export(&b, &reference, &[], &[]);
+        assert!(clean.status.success(), "{}", stderr(&clean));
+        let first = export(&a, &out, &[], &[]);
+        assert!(first.status.success(), "{}", stderr(&first));
+        let of_a: Vec<String> = files.iter().map(|f| sha(&out.join(f))).collect();
+        let of_b: Vec<String> = files.iter().map(|f| sha(&reference.join(f))).collect();
+        assert!(of_a.iter().zip(&of_b).all(|(x, y)| x != y), "A and B differ in every file");
+
+        // B dies after its first rename (the fp16 file): the folder holds a mix for now.
+        let killed = export(&b, &out, &["--force"], &[("HEADROOM_TEST_EXPORT_ABORT_AFTER_RENAMES", "1")]);
+        assert_eq!(killed.status.signal(), Some(libc::SIGABRT), "{}", stderr(&killed));
+        assert_eq!(sha(&out.join("m.fp16.onnx")), of_b[0], "B's fp16 file renamed");
+        assert_eq!(sha(&out.join("m.int8.onnx")), of_a[2], "A's int8 file still there");
+        assert!(out.join(".m.export.journal").is_file(), "the journal says what is left to do");
+
+        // The next export to that folder, even one that then fails (the files exist, no --force),
+        // completes B's publication first.
+        let next = export(&b, &out, &[], &[]);
+        assert_eq!(next.status.code(), Some(2), "{}", stderr(&next));
+        assert!(stderr(&next).contains("add --force"), "{}", stderr(&next));
+        let now: Vec<String> = files.iter().map(|f| sha(&out.join(f))).collect();
+        assert_eq!(now, of_b, "every file is B's");
+        assert_eq!(visible_files(&out), files, "no journal, no temporary left");
+    }
+
+    /// Regression: SIGTERM during an export ended it where it stood; now it stops at the next step,
+    /// removes what it wrote and exits 143.
+    #[cfg(unix)]
+    #[test]
+    fn regression_sigterm_during_calibration_publishes_nothing_and_exits_143() {
+        use std::io::BufRead as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path(), "400", "1");
+        let images = data.parent().expect("dir").join("images/train");
+        let out = dir.path().join("out");
+        let mut child = crate::common::headroom_command()
+            .args([
+                "export",
+                "--model",
+                s(&demo_model()),
+                "--fp16",
+                "--int8",
+                "--calib",
+                s(&images),
+                "--out",
+                s(&out),
+                "--threads",
+                "1",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut said = String::new();
+        // The fp16 file is written (unpublished) just before calibration starts.
+        for line in lines.by_ref() {
+            let line = line.expect("stderr line");
+            said.push_str(&line);
+            said.push('\n');
+            if line.contains("nodes in fp16") {
+                break;
+            }
+        }
+        let term = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        assert!(term.is_ok_and(|s| s.success()), "kill -TERM");
+        for line in lines {
+            said.push_str(&line.expect("stderr line"));
+            said.push('\n');
+        }
+        let status = child.wait().expect("wait");
+        assert_eq!(status.code(), Some(143), "{said}");
+        assert!(said.contains("stopped by SIGTERM: nothing published"), "{said}");
+        let left: Vec<String> = std::fs::read_dir(&out)
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, [".yolov8n-shapes-160.export.lock"], "no output, no temporary, no journal");
     }
 }

@@ -1,7 +1,8 @@
 //! The binary against what field devices and hostile users produce: images that claim to be huge,
 //! truncated or tiny, symbolic-link loops, an output folder inside the input folder, absurd thread
-//! counts, two runs on one output, Ctrl-C in the middle, early errors, splits without labels, and a
-//! home folder that must stay untouched. Each was a real failure once (see the test names).
+//! counts, two runs on one output, Ctrl-C in the middle, early errors, splits without labels, a FIFO
+//! among the images, and a home folder that must stay untouched. Each was a real failure once (see
+//! the test names).
 
 mod common;
 use common::headroom;
@@ -275,6 +276,89 @@ mod with_onnxruntime {
         assert_eq!(m["counts"]["boxes"].as_u64(), Some(boxes as u64), "{}", m["counts"]);
         assert_eq!(m["counts"]["already_done"].as_u64(), Some(labelled), "{m}");
         assert_eq!(m["counts"]["labelled"].as_u64(), Some(1500 - labelled), "{m}");
+    }
+
+    /// Runs `command` to its end, or kills it after `limit` and fails: a regression that hangs
+    /// fails the test instead of hanging it. Output goes through files, so a full pipe cannot stall
+    /// the child.
+    fn output_within(command: &mut std::process::Command, limit: Duration) -> std::process::Output {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
+        let mut child = command
+            .stdout(std::fs::File::create(&out).expect("stdout file"))
+            .stderr(std::fs::File::create(&err).expect("stderr file"))
+            .spawn()
+            .expect("spawn");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+                panic!("still running after {limit:?} (hung?), killed: {stderr}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let read = |p: &Path| std::fs::read(p).expect("output");
+        std::process::Output { status, stdout: read(&out), stderr: read(&err) }
+    }
+
+    /// Regression: a FIFO named like an image in a dataset hung `eval`, `train`, `label` and
+    /// `export --calib` forever (opening it waits for a writer that never comes).
+    #[cfg(unix)]
+    #[test]
+    fn regression_a_fifo_among_the_images_is_skipped_with_a_warning_not_waited_for() {
+        let limit = Duration::from_secs(120);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let images = synth(dir.path(), 3, false);
+        let fifo = images.join("pipe.png");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo");
+        let said_so = |stderr: &[u8]| {
+            let stderr = String::from_utf8_lossy(stderr);
+            assert!(stderr.contains(s(&fifo)) && stderr.contains("a FIFO (named pipe)"), "{stderr}");
+        };
+        let yaml = dir.path().join("synth/data.yaml");
+        let model = demo_model();
+        let eval = output_within(
+            headroom_command().args(["eval", "--model", s(&model), "--data", s(&yaml), "--json"]),
+            limit,
+        );
+        assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
+        said_so(&eval.stderr);
+        let report: serde_json::Value = serde_json::from_slice(&eval.stdout).expect("json");
+        assert_eq!(report["metrics"]["images"], 3, "{report}");
+
+        let out = dir.path().join("export");
+        let export = output_within(
+            headroom_command().args([
+                "export",
+                "--model",
+                s(&model),
+                "--int8",
+                "--calib",
+                s(&images),
+                "--out",
+                s(&out),
+                "--threads",
+                "1",
+                "--json",
+            ]),
+            limit,
+        );
+        assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+        said_so(&export.stderr);
+        let report: serde_json::Value = serde_json::from_slice(&export.stdout).expect("json");
+        assert_eq!(report["int8"]["calibration_images"], 3, "{report}");
+
+        let labelled = dir.path().join("ds");
+        let label = output_within(headroom_command().args(label_args(&model, &images, &labelled)), limit);
+        assert!(label.status.success(), "{}", String::from_utf8_lossy(&label.stderr));
+        said_so(&label.stderr);
+        assert_eq!(manifest(&labelled)["counts"]["images"], 3);
     }
 
     /// `eval` on a split without label files printed zeros and exited 0.

@@ -74,13 +74,34 @@ pub enum Error {
         /// What is wrong with it.
         problem: ImageProblem,
     },
-    /// Another process holds the lock on an output folder ([`crate::fsio::OutputLock`]).
-    #[error("{path}: another headroom run is writing this folder ({holder}); wait for it to end, or stop it")]
+    /// Another process holds the lock on an output folder, or on some outputs in it
+    /// ([`crate::fsio::OutputLock`]).
+    #[error("{path}: another headroom run is writing {scope} ({holder}); wait for it to end, or stop it")]
     Locked {
         /// The lock file.
         path: PathBuf,
+        /// What the lock guards, for the message (`this folder`, `the export of best here`).
+        scope: String,
         /// What the lock file says of its holder (pid, command, start time).
         holder: String,
+    },
+    /// A path that had to be a regular file (an image, a model) is a FIFO, a socket or a device:
+    /// opening or reading it could block forever or never end, so it is refused unread.
+    #[error("{path}: is {kind}, not a regular file (skipped unread)")]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is ([`crate::fsio::special_file_kind`]), e.g. `a FIFO (named pipe)`.
+        kind: &'static str,
+    },
+    /// A publication journal ([`crate::fsio::FileSet`]) that cannot be read or names files outside
+    /// its folder.
+    #[error("{path}: {reason}")]
+    Journal {
+        /// The journal file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        reason: String,
     },
     /// An argument is outside what the function accepts.
     #[error("invalid argument `{name}`: {message}")]

@@ -1,8 +1,13 @@
-//! File writing that never leaves a half-written file behind.
+//! File writing that never leaves a half-written file behind, and file reading that never hangs on
+//! something that is not a file.
 
-use std::io::Write;
+mod publish;
+
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+pub use publish::{FileSet, Recovery, recover_file_set};
 
 use crate::{Error, Result};
 
@@ -25,6 +30,122 @@ pub fn temporary_path(path: &Path) -> PathBuf {
     };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     parent.join(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// Removes, in `folder`, the temporaries ([`temporary_path`]: `.<name>.<pid>.tmp`) of the targets
+/// `names` whose writer is no longer running, and returns what it removed. Only files of exactly
+/// that pattern, for exactly those names, are touched: another program's files, and the
+/// temporaries of a live process (this one included), stay. A missing folder holds nothing.
+///
+/// Whether a pid runs is read from `/proc/<pid>` on Linux; elsewhere every writer counts as alive
+/// and nothing is removed. A pid reused by an unrelated process keeps its temporaries until that
+/// process ends (never too much removed, at worst too little).
+pub fn remove_stale_temporaries(folder: &Path, names: &[&str]) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(folder, e)),
+    };
+    let mut removed = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(folder, e))?;
+        let Some(pid) = entry.file_name().to_str().and_then(|name| temporary_writer(name, names)) else {
+            continue;
+        };
+        if entry.file_type().is_ok_and(|t| t.is_dir()) || process_runs(pid) {
+            continue;
+        }
+        let path = entry.path();
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+    }
+    removed.sort();
+    Ok(removed)
+}
+
+/// The pid in `file_name` when it is the temporary of one of `names` (`.<name>.<pid>.tmp`).
+fn temporary_writer(file_name: &str, names: &[&str]) -> Option<u32> {
+    let inner = file_name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (name, pid) = inner.rsplit_once('.')?;
+    let digits = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
+    if digits && names.contains(&name) { pid.parse().ok() } else { None }
+}
+
+/// Whether process `pid` exists (always true where that cannot be known).
+fn process_runs(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    if cfg!(target_os = "linux") { Path::new("/proc").join(pid.to_string()).exists() } else { true }
+}
+
+/// What a file of type `file_type` is when it is neither a regular file, a folder nor a symbolic
+/// link: `a FIFO (named pipe)`, `a socket`, `a character device`, `a block device`, or `not a
+/// regular file` for anything else. Opening a FIFO waits for a writer, reading a character device
+/// may never end: walks and readers skip these.
+pub fn special_file_kind(file_type: std::fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() || file_type.is_dir() || file_type.is_symlink() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        let kinds = [
+            (file_type.is_fifo(), "a FIFO (named pipe)"),
+            (file_type.is_socket(), "a socket"),
+            (file_type.is_char_device(), "a character device"),
+            (file_type.is_block_device(), "a block device"),
+        ];
+        if let Some((_, kind)) = kinds.iter().find(|(is, _)| *is) {
+            return Some(kind);
+        }
+    }
+    Some("not a regular file")
+}
+
+/// [`special_file_kind`] of what `path` names, links followed; `None` for a regular file, a
+/// folder, or a path that cannot be read (the reader then reports why).
+pub fn special_file(path: &Path) -> Option<&'static str> {
+    std::fs::metadata(path).ok().and_then(|m| special_file_kind(m.file_type()))
+}
+
+/// Reads the whole of `path`, which must be a regular file (links followed): a FIFO, socket or
+/// device is refused with [`Error::NotRegularFile`] without blocking. On Linux the file is opened
+/// non-blocking and checked on the open descriptor, so a file swapped for a FIFO after a walk
+/// listed it is refused too.
+pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
+    let mut file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
+    Ok(bytes)
+}
+
+#[cfg(target_os = "linux")]
+fn open_regular(path: &Path) -> Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let not_regular = |kind| Error::NotRegularFile { path: path.to_path_buf(), kind };
+    // A socket cannot be opened at all (ENXIO): say what it is rather than what open said.
+    let fd = rustix::fs::open(path, flags, Mode::empty())
+        .map_err(|e| special_file(path).map_or_else(|| Error::io(path, e.into()), not_regular))?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    match special_file_kind(meta.file_type()) {
+        Some(kind) => Err(not_regular(kind)),
+        // O_NONBLOCK changes nothing for a regular file (and a folder fails its first read).
+        None => Ok(file),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_regular(path: &Path) -> Result<std::fs::File> {
+    if let Some(kind) = special_file(path) {
+        return Err(Error::NotRegularFile { path: path.to_path_buf(), kind });
+    }
+    std::fs::File::open(path).map_err(|e| Error::io(path, e))
 }
 
 fn write_temporary(path: &Path, bytes: &[u8], sync: bool) -> Result<PathBuf> {
@@ -111,10 +232,11 @@ impl Drop for DurableBatch {
 /// The lock file [`OutputLock`] takes in an output folder (hidden, so dataset walks skip it).
 pub const LOCK_FILE: &str = ".headroom.lock";
 
-/// An exclusive lock on an output folder, so that two runs never write into it at once.
+/// An exclusive lock on an output folder (or on some outputs in it), so that two runs never write
+/// into it at once.
 ///
-/// An advisory `flock` on `<folder>/.headroom.lock`, which records who holds it (pid, command,
-/// start time). The kernel releases it when the process ends, however it ends, so it never goes
+/// An advisory `flock` on `<folder>/.headroom.lock` (or the file [`OutputLock::acquire_named`] is
+/// given), which records who holds it (pid, command, start time). The kernel releases it when the process ends, however it ends, so it never goes
 /// stale after a crash or `kill -9`; the file itself stays (removing it could let two runs lock two
 /// different files). Released when dropped. On systems without `flock` it locks nothing.
 #[derive(Debug)]
@@ -126,7 +248,15 @@ impl OutputLock {
     /// Takes the lock on `folder` (which must exist) for `command` (e.g. `headroom label`), or says
     /// who holds it.
     pub fn acquire(folder: &Path, command: &str) -> Result<OutputLock> {
-        let path = folder.join(LOCK_FILE);
+        OutputLock::acquire_named(folder, LOCK_FILE, "this folder", command)
+    }
+
+    /// A lock on part of `folder` (which must exist): the hidden lock file `name` in it (e.g.
+    /// `.best.export.lock` for the files of one export), independent of the whole-folder lock of
+    /// [`OutputLock::acquire`]. `scope` says what it guards in the refusal (`the export of best
+    /// here`).
+    pub fn acquire_named(folder: &Path, name: &str, scope: &str, command: &str) -> Result<OutputLock> {
+        let path = folder.join(name);
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -137,7 +267,7 @@ impl OutputLock {
         if !try_lock(&file).map_err(|e| Error::io(&path, e))? {
             let holder = std::fs::read_to_string(&path).unwrap_or_default();
             let holder = holder.lines().collect::<Vec<_>>().join(", ");
-            return Err(Error::Locked { path, holder });
+            return Err(Error::Locked { path, scope: scope.to_string(), holder });
         }
         let since =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -238,6 +368,75 @@ mod tests {
         assert!(err.contains(LOCK_FILE) && err.contains(&pid) && err.contains("headroom label"), "{err}");
         drop(first);
         OutputLock::acquire(dir.path(), "headroom label").expect("free again after the first ends");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stale_temporaries_of_the_names_asked_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        // Pid 4194304 is above Linux's largest (2^22), so no process has it.
+        let dead = 4_194_304;
+        let live = std::process::id();
+        let files = [
+            format!(".m.int8.onnx.{dead}.tmp"),
+            format!(".m.int8.calib.{dead}.tmp"),
+            format!(".m.int8.onnx.{live}.tmp"),
+            format!(".other.onnx.{dead}.tmp"),
+            format!("m.int8.onnx.{dead}.tmp"),
+            format!(".m.int8.onnx.{dead}x.tmp"),
+            format!(".m.int8.onnx.{dead}.tmp.bak"),
+            ".m.int8.onnx..tmp".to_string(),
+            "m.int8.onnx".to_string(),
+        ];
+        for name in &files {
+            std::fs::write(d.join(name), b"x").expect("write");
+        }
+        std::fs::create_dir(d.join(format!(".m.fp16.onnx.{dead}.tmp"))).expect("a folder of that name");
+        let removed =
+            remove_stale_temporaries(d, &["m.int8.onnx", "m.int8.calib", "m.fp16.onnx"]).expect("sweep");
+        assert_eq!(removed, [d.join(&files[1]), d.join(&files[0])]);
+        for name in &files[2..] {
+            assert!(d.join(name).exists(), "{name} kept");
+        }
+        assert!(d.join(format!(".m.fp16.onnx.{dead}.tmp")).is_dir());
+        assert_eq!(
+            remove_stale_temporaries(&d.join("missing"), &["x"]).expect("no folder"),
+            Vec::<PathBuf>::new()
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifos_sockets_and_devices_are_named_and_refused_unread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let fifo = d.join("pipe.jpg");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success());
+        let socket = d.join("socket.png");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("socket");
+        let device = d.join("zero.jpg");
+        std::os::unix::fs::symlink("/dev/zero", &device).expect("link");
+        std::fs::write(d.join("file.jpg"), b"bytes").expect("write");
+        std::os::unix::fs::symlink(d.join("file.jpg"), d.join("link.jpg")).expect("link");
+        for (path, kind) in
+            [(&fifo, "a FIFO (named pipe)"), (&socket, "a socket"), (&device, "a character device")]
+        {
+            assert_eq!(special_file(path), Some(kind));
+            // A FIFO without writer would block this read forever, /dev/zero would never end.
+            let err = read_regular(path).expect_err("refused");
+            assert!(matches!(err, Error::NotRegularFile { .. }), "{err}");
+            assert!(
+                err.to_string().contains(kind) && err.to_string().contains(&*path.to_string_lossy()),
+                "{err}"
+            );
+        }
+        assert_eq!(special_file(&d.join("link.jpg")), None, "a link to a file is a file");
+        assert_eq!(read_regular(&d.join("link.jpg")).expect("reads"), b"bytes");
+        assert_eq!(special_file(d), None);
+        assert_eq!(special_file(&d.join("missing")), None);
+        assert!(matches!(read_regular(&d.join("missing")), Err(Error::Io { .. })));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! outputs, one image at a time.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use headroom_core::preprocess::Preprocess;
@@ -26,15 +27,15 @@ pub struct Calibration {
 
 /// Runs `images` through the part of `model` that computes `sites.tensors`, preprocessed as
 /// `detector` (the same model, at the input size calibration is for) preprocesses them.
-/// `progress(done, total)` is called after each image. An image that cannot be read is an error
-/// naming it.
+/// `progress(done, total)` is called after each image; when it breaks, calibration stops there with
+/// [`Error::Cancelled`]. An image that cannot be read is an error naming it.
 pub fn calibrate(
     model: &headroom_onnx::Model,
     sites: &Sites,
     detector: &Detector,
     images: &[PathBuf],
     options: &SessionOptions,
-    mut progress: impl FnMut(usize, usize),
+    mut progress: impl FnMut(usize, usize) -> ControlFlow<()>,
 ) -> Result<Calibration> {
     let outputs: Vec<String> = sites.tensors.iter().filter(|t| **t != sites.input).cloned().collect();
     let mut part = OrtTrunk::open(model, &outputs, options)?;
@@ -54,7 +55,9 @@ pub fn calibrate(
             calibration.histograms.entry(name.clone()).or_default().add(&values);
         }
         calibration.images += 1;
-        progress(done + 1, images.len());
+        if progress(done + 1, images.len()).is_break() {
+            return Err(Error::Cancelled { stage: "calibration", done: done + 1, total: images.len() });
+        }
     }
     Ok(calibration)
 }

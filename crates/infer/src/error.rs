@@ -98,6 +98,16 @@ pub enum Error {
         /// Images still to label.
         remaining: usize,
     },
+    /// A long step stopped on request (its progress callback said so) before it was done.
+    #[error("{stage} stopped on request after {done} of {total} steps")]
+    Cancelled {
+        /// Which step (`calibration`).
+        stage: &'static str,
+        /// Steps done.
+        done: usize,
+        /// Steps in all.
+        total: usize,
+    },
     /// A pipeline thread stopped unexpectedly.
     #[error("the {stage} thread stopped unexpectedly (panicked)")]
     Pipeline {

@@ -147,11 +147,16 @@ impl EngineInfo {
     /// Writes the sidecar of `engine` atomically (pretty JSON); returns its path.
     pub fn write(&self, engine: &Path) -> Result<PathBuf> {
         let path = EngineInfo::sidecar_path(engine);
-        let mut text = serde_json::to_string_pretty(self)
-            .map_err(|e| Error::Sidecar { path: path.clone(), reason: e.to_string() })?;
-        text.push('\n');
-        headroom_core::fsio::write_atomic(&path, text.as_bytes())?;
+        headroom_core::fsio::write_atomic(&path, self.to_json(engine)?.as_bytes())?;
         Ok(path)
+    }
+
+    /// The sidecar of `engine` as [`EngineInfo::write`] writes it (pretty JSON, one newline).
+    pub fn to_json(&self, engine: &Path) -> Result<String> {
+        let mut text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::Sidecar { path: EngineInfo::sidecar_path(engine), reason: e.to_string() })?;
+        text.push('\n');
+        Ok(text)
     }
 
     /// Reads the sidecar of `engine`.

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 
 pub use engine::{EngineInfo, InputShape, TrtVersion, engine_file_name, sha256_file};
 pub use trtexec::{
-    BuildOutput, EngineRequest, JETPACK_TRTEXEC, Precision, Shapes, build_engine, build_engine_with,
-    find_trtexec, find_trtexec_in, trtexec_args,
+    BuildOutput, EngineRequest, JETPACK_TRTEXEC, Precision, Shapes, build_engine, build_engine_unpublished,
+    build_engine_with, find_trtexec, find_trtexec_in, trtexec_args,
 };
 
 /// Errors of `headroom-trt`.

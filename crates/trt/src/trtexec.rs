@@ -202,6 +202,19 @@ pub fn build_engine(request: &EngineRequest, explicit: Option<&Path>) -> Result<
 
 /// [`build_engine`] with the trtexec to run given (`None`: none was found).
 pub fn build_engine_with(request: &EngineRequest, trtexec: Option<&Path>) -> Result<BuildOutput> {
+    let built = build_engine_unpublished(request, trtexec)?;
+    let partial = headroom_core::fsio::temporary_path(&request.out);
+    std::fs::rename(&partial, &request.out).map_err(|source| {
+        let _ = std::fs::remove_file(&partial);
+        Error::Io { path: request.out.clone(), source }
+    })?;
+    Ok(built)
+}
+
+/// [`build_engine_with`], leaving the plan at `headroom_core::fsio::temporary_path(&request.out)`
+/// instead of renaming it into place (for a caller that publishes it with other files, e.g. through
+/// a `headroom_core::fsio::FileSet`). A failed build leaves nothing there.
+pub fn build_engine_unpublished(request: &EngineRequest, trtexec: Option<&Path>) -> Result<BuildOutput> {
     request.validate()?;
     let Some(trtexec) = trtexec else {
         let command = shell_command(JETPACK_TRTEXEC, &trtexec_args(request));
@@ -226,8 +239,6 @@ pub fn build_engine_with(request: &EngineRequest, trtexec: Option<&Path>) -> Res
         };
         return Err(Error::BuildFailed { status, tail: tail(&log, 20), command });
     }
-    std::fs::rename(&partial, &request.out)
-        .map_err(|source| Error::Io { path: request.out.clone(), source })?;
     let (version, gpu) = parse_log(&log);
     Ok(BuildOutput { version, gpu, log })
 }

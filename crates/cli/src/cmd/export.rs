@@ -9,18 +9,29 @@
 //! - `--engine`: TensorRT engines built with trtexec where it exists, else the command to run on
 //!   the device.
 //!
-//! Details in docs/ONNX.md ("FP16 export", "INT8 export").
+//! The files of one export appear together or not at all (`export_publish.rs`); Ctrl-C or SIGTERM
+//! stops at the next stage, publishes nothing and exits 130 or 143.
+//!
+//! Details in docs/ONNX.md ("FP16 export", "INT8 export", "Writing the files").
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use headroom_core::fsio::FileSet;
 use headroom_onnx::quant::Method;
 
 use super::Outcome;
+use super::interrupt::Interrupt;
 
+#[path = "export_engine.rs"]
+mod engine;
 #[cfg(feature = "onnxruntime")]
 #[path = "export_int8.rs"]
 mod int8;
+#[path = "export_publish.rs"]
+mod publish;
+
+use engine::{EngineRow, build_engines, engine_jobs};
 
 /// Calibration method names on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,13 +98,14 @@ pub struct Args {
     /// Device name in engine file names and sidecars (a preset of configs/devices.toml, or any).
     #[arg(long, default_value = "jetson", value_name = "NAME")]
     pub device: String,
-    /// Output folder [default: the model's folder].
+    /// Output folder [default: the model's folder]. The files appear there together once all are
+    /// written (Ctrl-C/SIGTERM before that: none, exit 130/143); one export per model at a time.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Score each file on this dataset's val split (mAP50-95, Ultralytics `val`'s conventions).
     #[arg(long, value_name = "data.yaml")]
     pub data: Option<PathBuf>,
-    /// Replace existing outputs.
+    /// Replace existing outputs (all of them at once, when every one is written).
     #[arg(long)]
     pub force: bool,
     /// ONNX Runtime threads (0: its default).
@@ -152,7 +164,56 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         "--int8 needs calibration images: --calib DIR|data.yaml"
     );
     let model = headroom_onnx::Model::load(&args.model)?;
-    let inspection = headroom_onnx::inspect::inspect(&model)?;
+    check_input_size(args, &model)?;
+    let stem = args.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = match &args.out {
+        Some(dir) => dir.clone(),
+        None => args.model.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
+    let outputs = Outputs {
+        fp16: dir.join(format!("{stem}.fp16.onnx")),
+        int8: dir.join(format!("{stem}.int8.onnx")),
+        calib: dir.join(format!("{stem}.int8.calib")),
+    };
+    let interrupt = Interrupt::install()?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let _lock = publish::lock(&dir, &stem)?;
+    publish::clean_up(&dir, &stem, &output_names(args, &outputs))?;
+    let mut planned = Vec::new();
+    if args.fp16 {
+        planned.push(&outputs.fp16);
+    }
+    if args.int8 {
+        planned.extend([&outputs.int8, &outputs.calib]);
+    }
+    for path in &planned {
+        anyhow::ensure!(args.force || !path.exists(), "{} exists: add --force to replace it", path.display());
+    }
+    let mut set = FileSet::new(publish::journal(&dir, &stem));
+    let made = make_files(&model, args, &outputs, &mut set, &interrupt);
+    if let Some(signal) = interrupt.signal() {
+        drop(set);
+        eprintln!(
+            "stopped by {}: nothing published (an export's files appear together or not at all); rerun to export",
+            super::interrupt::signal_name(signal)
+        );
+        return Ok(Outcome::Interrupted(signal));
+    }
+    let Made { rows, int8, engines } = made?;
+    publish::publish(set)?;
+    print_report(args, &rows, int8.as_ref(), engines.as_ref())?;
+    match engines {
+        Some(Err(message)) => {
+            eprintln!("{message}");
+            Ok(Outcome::CheckFailed)
+        }
+        _ => Ok(Outcome::Success),
+    }
+}
+
+/// A dynamic input needs `--imgsz` for INT8; `--imgsz` must fit the model.
+fn check_input_size(args: &Args, model: &headroom_onnx::Model) -> anyhow::Result<()> {
+    let inspection = headroom_onnx::inspect::inspect(model)?;
     if args.int8 && inspection.dynamic && args.imgsz.is_none() {
         anyhow::bail!(
             "{}: the input is dynamic ({:?}): INT8 ranges hold for one size, give --imgsz (the metadata says {:?})",
@@ -174,32 +235,45 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             inspection.input_shape.iter().map(ToString::to_string).collect::<Vec<_>>()
         );
     }
-    let stem = args.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let dir = match &args.out {
-        Some(dir) => dir.clone(),
-        None => args.model.parent().map(Path::to_path_buf).unwrap_or_default(),
+    Ok(())
+}
+
+/// The file names an export with `args` may write (ONNX files, cache, engines and sidecars).
+fn output_names(args: &Args, outputs: &Outputs) -> Vec<String> {
+    let mut paths = vec![outputs.fp16.clone(), outputs.int8.clone(), outputs.calib.clone()];
+    for job in engine_jobs(args, outputs) {
+        paths.push(headroom_trt::EngineInfo::sidecar_path(&job.engine));
+        paths.push(job.engine);
+    }
+    paths.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect()
+}
+
+/// What [`make_files`] made, for the report.
+struct Made {
+    rows: Vec<Row>,
+    int8: Option<Int8Summary>,
+    engines: Option<Result<Vec<EngineRow>, String>>,
+}
+
+/// Writes every output into `set` (unpublished) and measures it; stops with an error at the next
+/// stage once `interrupt` has a signal.
+fn make_files(
+    model: &headroom_onnx::Model,
+    args: &Args,
+    outputs: &Outputs,
+    set: &mut FileSet,
+    interrupt: &Interrupt,
+) -> anyhow::Result<Made> {
+    let stop = || interrupt.signal().is_some();
+    let stage = |name: &str| {
+        if stop() { Err(anyhow::anyhow!("stopped on request before {name}")) } else { Ok(()) }
     };
-    let outputs = Outputs {
-        fp16: dir.join(format!("{stem}.fp16.onnx")),
-        int8: dir.join(format!("{stem}.int8.onnx")),
-        calib: dir.join(format!("{stem}.int8.calib")),
-    };
-    let mut planned = Vec::new();
-    if args.fp16 {
-        planned.push(&outputs.fp16);
-    }
-    if args.int8 {
-        planned.extend([&outputs.int8, &outputs.calib]);
-    }
-    for path in &planned {
-        anyhow::ensure!(args.force || !path.exists(), "{} exists: add --force to replace it", path.display());
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut fp16 = None;
     if args.fp16 {
         let (bytes, report) =
-            headroom_onnx::fp16::to_fp16(&model, &headroom_onnx::fp16::Fp16Options::default())?;
-        let bytes = with_imgsz(&model, bytes, args.imgsz)?;
-        headroom_core::fsio::write_atomic(&outputs.fp16, &bytes)?;
+            headroom_onnx::fp16::to_fp16(model, &headroom_onnx::fp16::Fp16Options::default())?;
+        let bytes = with_imgsz(model, bytes, args.imgsz)?;
+        fp16 = Some(set.write(&outputs.fp16, &bytes)?);
         tracing::info!(
             "{}: {} nodes in fp16, {} kept fp32, {} casts, {} values clamped to the fp16 range",
             outputs.fp16.display(),
@@ -209,29 +283,32 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             report.clamped
         );
     }
+    stage("reading the val split")?;
     // The val split is read once and scores every file (and every step of --sensitivity).
     #[cfg(feature = "onnxruntime")]
     let val = args.data.as_deref().map(int8::ValSplit::load).transpose()?;
     #[cfg(not(feature = "onnxruntime"))]
     let val: Option<()> = None;
     let val = val.as_ref();
-    let int8 = if args.int8 { Some(export_int8(&model, args, &outputs, val)?) } else { None };
-    let mut rows = vec![measure("fp32", &args.model, args, val)?];
-    if args.fp16 {
-        rows.push(measure("fp16", &outputs.fp16, args, val)?);
+    stage("calibration")?;
+    let int8 = if args.int8 { Some(export_int8(model, args, outputs, val, set, &stop)?) } else { None };
+    stage("measuring")?;
+    let mut rows = vec![measure("fp32", &args.model, &args.model, args, val)?];
+    if let Some(fp16) = &fp16 {
+        rows.push(measure("fp16", fp16, &outputs.fp16, args, val)?);
     }
-    if args.int8 {
-        rows.push(measure("int8", &outputs.int8, args, val)?);
+    if let Some((_, int8)) = &int8 {
+        rows.push(measure("int8", int8, &outputs.int8, args, val)?);
     }
-    let engines = if args.engine { Some(build_engines(&model, args, &outputs)) } else { None };
-    print_report(args, &rows, int8.as_ref(), engines.as_ref())?;
-    match engines {
-        Some(Err(message)) => {
-            eprintln!("{message}");
-            Ok(Outcome::CheckFailed)
-        }
-        _ => Ok(Outcome::Success),
-    }
+    stage("building engines")?;
+    let int8_written = int8.as_ref().map(|(_, path)| path.as_path());
+    let engines = if args.engine {
+        Some(build_engines(model, args, outputs, (set, int8_written), &stop))
+    } else {
+        None
+    };
+    stage("publishing")?;
+    Ok(Made { rows, int8: int8.map(|(summary, _)| summary), engines })
 }
 
 /// `bytes` with the `imgsz` metadata set to `[n, n]` when `imgsz` is given (a dynamic model
@@ -268,11 +345,13 @@ fn export_int8(
     args: &Args,
     outputs: &Outputs,
     val: Option<&int8::ValSplit>,
-) -> anyhow::Result<Int8Summary> {
-    let result = int8::export(model, args, val)?;
+    set: &mut FileSet,
+    stop: &dyn Fn() -> bool,
+) -> anyhow::Result<(Int8Summary, PathBuf)> {
+    let result = int8::export(model, args, val, stop)?;
     let bytes = with_imgsz(model, result.model, args.imgsz)?;
-    headroom_core::fsio::write_atomic(&outputs.int8, &bytes)?;
-    headroom_core::fsio::write_atomic(&outputs.calib, result.cache.as_bytes())?;
+    let written = set.write(&outputs.int8, &bytes)?;
+    set.write(&outputs.calib, result.cache.as_bytes())?;
     tracing::info!(
         "{}: {} Convs in int8, {} kept float; {}: {} tensors",
         outputs.int8.display(),
@@ -281,7 +360,7 @@ fn export_int8(
         outputs.calib.display(),
         result.summary.cache_tensors
     );
-    Ok(result.summary)
+    Ok((result.summary, written))
 }
 
 #[cfg(not(feature = "onnxruntime"))]
@@ -290,104 +369,10 @@ fn export_int8(
     _args: &Args,
     _outputs: &Outputs,
     _val: Option<&()>,
-) -> anyhow::Result<Int8Summary> {
+    _set: &mut FileSet,
+    _stop: &dyn Fn() -> bool,
+) -> anyhow::Result<(Int8Summary, PathBuf)> {
     Err(headroom_infer::Error::FeatureDisabled { feature: "onnxruntime" }.into())
-}
-
-/// An engine built (or the reason none was).
-#[derive(Debug, serde::Serialize)]
-pub(super) struct EngineRow {
-    precision: String,
-    engine: PathBuf,
-    sidecar: PathBuf,
-}
-
-/// Builds the engines asked for; `Err` holds the message (with the commands for the device) when
-/// trtexec is missing or a build failed.
-fn build_engines(
-    model: &headroom_onnx::Model,
-    args: &Args,
-    outputs: &Outputs,
-) -> Result<Vec<EngineRow>, String> {
-    use headroom_trt::{EngineInfo, EngineRequest, InputShape, Precision, Shapes};
-    let mut jobs = Vec::new();
-    if args.fp16 {
-        jobs.push((args.model.clone(), Precision::Fp16));
-    }
-    if args.int8 {
-        jobs.push((outputs.int8.clone(), Precision::Int8Qdq));
-    }
-    let dir = outputs.int8.parent().map(Path::to_path_buf).unwrap_or_default();
-    let size = args.imgsz.map(u64::from);
-    let input = model.graph.inputs.first().map(|i| i.name.clone()).unwrap_or_else(|| "images".into());
-    let static_dims: Option<Vec<u64>> = model
-        .graph
-        .inputs
-        .first()
-        .and_then(|i| i.shape.as_ref())
-        .and_then(|s| s.iter().map(|d| d.known().and_then(|v| u64::try_from(v).ok())).collect());
-    let dims = static_dims.clone().or_else(|| size.map(|n| vec![1, 3, n, n])).unwrap_or(vec![1, 3, 640, 640]);
-    let shapes = if static_dims.is_some() {
-        Shapes::Static
-    } else {
-        Shapes::Dynamic { input: input.clone(), min: dims.clone(), opt: dims.clone(), max: dims.clone() }
-    };
-    // The builder shares the board's memory with everything else: bound it by the device's budget.
-    let workspace = args.workspace.or_else(|| {
-        let devices = headroom_plan::builtin_devices().ok()?;
-        headroom_plan::find_device(&devices, &args.device).ok().map(|d| d.budget_bytes() / 2)
-    });
-    let trtexec = headroom_trt::find_trtexec(args.trtexec.as_deref());
-    let mut rows = Vec::new();
-    let mut missing = Vec::new();
-    for (onnx, precision) in jobs {
-        let name = headroom_trt::engine_file_name(&onnx, &precision, &args.device, &args.trt_version);
-        let request = EngineRequest {
-            onnx: onnx.clone(),
-            precision: precision.clone(),
-            workspace_bytes: workspace,
-            timing_cache: Some(dir.join("trt-timing.cache")),
-            shapes: shapes.clone(),
-            out: dir.join(&name),
-        };
-        match headroom_trt::build_engine_with(&request, trtexec.as_deref()) {
-            Ok(built) => {
-                let version = built.version.unwrap_or(args.trt_version);
-                if version != args.trt_version {
-                    tracing::warn!(
-                        "trtexec is TensorRT {version}, not --trt-version {}: the engine name says {}",
-                        args.trt_version,
-                        args.trt_version
-                    );
-                }
-                let info = EngineInfo {
-                    engine: name.clone(),
-                    input: InputShape::fixed(&input, &dims),
-                    classes: model.metadata.names.clone().unwrap_or_default(),
-                    precision: precision.label().into(),
-                    tensorrt: version,
-                    gpu: built.gpu.unwrap_or_else(|| "unknown".into()),
-                    device: args.device.clone(),
-                    onnx_sha256: headroom_trt::sha256_file(&onnx).map_err(|e| e.to_string())?,
-                    calibration_sha256: None,
-                    headroom_version: env!("CARGO_PKG_VERSION").into(),
-                };
-                let sidecar = info.write(&request.out).map_err(|e| e.to_string())?;
-                rows.push(EngineRow { precision: precision.label().into(), engine: request.out, sidecar });
-            }
-            Err(headroom_trt::Error::TrtexecNotFound { command }) => missing.push(command),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    if missing.is_empty() {
-        Ok(rows)
-    } else {
-        Err(format!(
-            "trtexec not found (--trtexec, $TRTEXEC, {}, PATH): no engine built here. On the device, run:\n  {}",
-            headroom_trt::JETPACK_TRTEXEC,
-            missing.join("\n  ")
-        ))
-    }
 }
 
 fn print_report(
@@ -436,11 +421,13 @@ fn print_report(
 }
 
 /// Size, ONNX Runtime CPU time per image (median of 20 runs on a grey image, preprocessing and
-/// decoding included) and mAP50-95 on `--data`'s val split.
+/// decoding included) and mAP50-95 on `--data`'s val split, of the file at `path`, reported as
+/// `shown` (where it is published).
 #[cfg(feature = "onnxruntime")]
 fn measure(
     precision: &'static str,
     path: &Path,
+    shown: &Path,
     args: &Args,
     val: Option<&int8::ValSplit>,
 ) -> anyhow::Result<Row> {
@@ -460,7 +447,7 @@ fn measure(
     let map50_95 = val.map(|v| v.map(&mut detector)).transpose()?;
     Ok(Row {
         precision,
-        path: path.to_path_buf(),
+        path: shown.to_path_buf(),
         bytes,
         ms_per_image: Some(times[times.len() / 2]),
         map50_95,
@@ -468,7 +455,13 @@ fn measure(
 }
 
 #[cfg(not(feature = "onnxruntime"))]
-fn measure(precision: &'static str, path: &Path, _args: &Args, _val: Option<&()>) -> anyhow::Result<Row> {
+fn measure(
+    precision: &'static str,
+    path: &Path,
+    shown: &Path,
+    _args: &Args,
+    _val: Option<&()>,
+) -> anyhow::Result<Row> {
     let bytes = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?.len();
-    Ok(Row { precision, path: path.to_path_buf(), bytes, ms_per_image: None, map50_95: None })
+    Ok(Row { precision, path: shown.to_path_buf(), bytes, ms_per_image: None, map50_95: None })
 }

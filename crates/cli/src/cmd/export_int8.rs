@@ -2,6 +2,7 @@
 //! calibration cache and the sensitivity search.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -98,10 +99,12 @@ fn calibration_images(args: &Args) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Calibrates, quantizes, and (with `--sensitivity`) keeps Convs float until the drop is met.
+/// Once `stop()`, ends with an error after the current image or step.
 pub(super) fn export(
     model: &headroom_onnx::Model,
     args: &Args,
     val: Option<&ValSplit>,
+    stop: &dyn Fn() -> bool,
 ) -> anyhow::Result<Int8Result> {
     let sites = quant::sites(model)?;
     let images = calibration_images(args)?;
@@ -113,7 +116,10 @@ pub(super) fn export(
         &detector,
         &images,
         &session_options(args),
-        |done, _| bar.set_position(done as u64),
+        |done, _| {
+            bar.set_position(done as u64);
+            if stop() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        },
     );
     super::super::progress::end(&bar, calibration.is_ok());
     let calibration = calibration?;
@@ -135,7 +141,7 @@ pub(super) fn export(
     let mut steps = Vec::new();
     if args.sensitivity {
         let val = val.context("--sensitivity needs --data")?;
-        keep = sensitivity(model, &sites, &amax, &images, (args, val), &mut steps)?;
+        keep = sensitivity(model, &sites, &amax, &images, (args, val, stop), &mut steps)?;
     }
     let (bytes, report) = quant::to_int8(model, &sites, &amax, &Int8Options { keep_float: keep.clone() })?;
     let cache = cache_text(&sites, &amax, &keep, args);
@@ -191,12 +197,13 @@ fn sensitivity(
     sites: &Sites,
     amax: &HashMap<String, f32>,
     images: &[PathBuf],
-    (args, val): (&Args, &ValSplit),
+    (args, val, stop): (&Args, &ValSplit, &dyn Fn() -> bool),
     steps: &mut Vec<SensitivityStep>,
 ) -> anyhow::Result<HashSet<String>> {
     let mut fp32 = open_detector(&model.path, args)?;
     let baseline = val.map(&mut fp32)?;
     let evaluate = |keep: &HashSet<String>| -> anyhow::Result<f64> {
+        anyhow::ensure!(!stop(), "the sensitivity search stopped on request");
         let options = Int8Options { keep_float: keep.clone() };
         let (bytes, _) = quant::to_int8(model, sites, amax, &options)?;
         val.map(&mut open_bytes(&bytes, &model.path, args)?)
@@ -223,6 +230,10 @@ fn sensitivity(
     let bar = super::super::progress::bar(sites.convs.len() as u64, "ranking");
     let mut errors = Vec::new();
     for (i, site) in sites.convs.iter().enumerate() {
+        if stop() {
+            super::super::progress::end(&bar, false);
+            anyhow::bail!("the sensitivity search stopped on request");
+        }
         let others: HashSet<String> =
             sites.convs.iter().filter(|c| c.node != site.node).map(|c| c.node.clone()).collect();
         let (bytes, _) = quant::to_int8(model, sites, amax, &Int8Options { keep_float: others })?;

@@ -2,8 +2,8 @@
 //! in flight, commit what is durable, mark the manifest interrupted); a second one ends the process
 //! at once. The exit status is the shell's convention, 128 + the signal number (130, 143).
 //!
-//! Installed only by the commands that check the flag; the others keep the default (immediate exit),
-//! which loses nothing since they write their outputs atomically.
+//! Installed only by the commands that check the flag (`label`, `export`); the others keep the
+//! default (immediate exit), which loses nothing since they write their outputs atomically.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,6 +36,7 @@ impl Interrupt {
     }
 
     /// The flag a library run polls.
+    #[cfg_attr(not(feature = "onnxruntime"), allow(dead_code))]
     pub fn flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.requested)
     }

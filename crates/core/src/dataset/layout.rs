@@ -42,7 +42,9 @@ fn swap_folder(path: &Path, from: &str, to: &str) -> PathBuf {
 /// files and folders skipped); any other file is a UTF-8 list of image paths, one a line, where `./x`
 /// is relative to the list's folder, another relative path is tried relative to the list's folder and
 /// then to the working directory, and an absolute one is used as is. Only names with an image
-/// extension ([`IMG_FORMATS`]) are kept. Listed images are not checked here.
+/// extension ([`IMG_FORMATS`]) are kept. Listed images are not checked here, except that a FIFO, a
+/// socket or a device (links followed) is left out with a warning naming it: opening one would hang
+/// or never end ([`crate::fsio::special_file`]).
 ///
 /// Errors name `config` (the data.yaml) and `key`: a source that does not exist, or no image at all.
 pub fn list_images(config: &Path, key: &str, sources: &[PathBuf]) -> Result<Vec<PathBuf>> {
@@ -68,7 +70,10 @@ pub fn list_images_excluding(
         if source.is_dir() {
             walk.folder(source, &mut images)?;
         } else if source.is_file() {
-            images.extend(read_image_list(source)?);
+            images.extend(read_image_list(source)?.into_iter().filter(|p| !is_image_path(p) || regular(p)));
+        } else if let Some(kind) = crate::fsio::special_file(source) {
+            let message = format!("key `{key}:` points to {}, which is {kind}", source.display());
+            return Err(Error::Dataset { path: config.to_path_buf(), message });
         } else {
             let message = format!("key `{key}:` points to {}, which does not exist", source.display());
             return Err(Error::Dataset { path: config.to_path_buf(), message });
@@ -128,11 +133,24 @@ impl Walk {
             let path = entry.path();
             if path.is_dir() {
                 self.folder(&path, out)?;
-            } else if name.as_encoded_bytes().contains(&b'.') {
+            } else if name.as_encoded_bytes().contains(&b'.') && (!is_image_path(&path) || regular(&path)) {
                 out.push(path);
             }
         }
         Ok(())
+    }
+}
+
+/// Whether `path` may be listed as an image: anything but a FIFO, a socket or a device (links
+/// followed; a path that cannot be read is listed, and reported when it is read). Warns of the
+/// others, naming what they are.
+fn regular(path: &Path) -> bool {
+    match crate::fsio::special_file(path) {
+        None => true,
+        Some(kind) => {
+            tracing::warn!("{}: skipped: it is {kind}, not a regular file", path.display());
+            false
+        }
     }
 }
 
@@ -282,6 +300,30 @@ mod tests {
 #[cfg(all(test, unix))]
 mod link_tests {
     use super::*;
+
+    /// Regression: a FIFO named like an image hung every command that read the split (the open
+    /// waits for a writer); a link to /dev/zero would be read forever.
+    #[test]
+    fn regression_fifos_sockets_and_devices_are_left_out_of_walks_and_lists() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let images = dir.path().join("images");
+        std::fs::create_dir_all(images.join("sub")).expect("mkdir");
+        std::fs::write(images.join("a.jpg"), b"x").expect("write");
+        std::os::unix::fs::symlink(images.join("a.jpg"), images.join("sub/link.jpg")).expect("link");
+        let fifo = images.join("sub/pipe.jpg");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+        let _socket = std::os::unix::net::UnixListener::bind(images.join("socket.png")).expect("socket");
+        std::os::unix::fs::symlink("/dev/zero", images.join("zero.jpg")).expect("link");
+        let cfg = Path::new("data.yaml");
+        let walked = list_images(cfg, "val", std::slice::from_ref(&images)).expect("lists");
+        assert_eq!(walked, [images.join("a.jpg"), images.join("sub/link.jpg")]);
+        let list = dir.path().join("val.txt");
+        std::fs::write(&list, "images/a.jpg\nimages/sub/pipe.jpg\nimages/zero.jpg\n").expect("write");
+        let listed = list_images(cfg, "val", &[list]).expect("lists");
+        assert_eq!(listed, [dir.path().join("images/a.jpg")]);
+        let err = list_images(cfg, "val", &[fifo]).expect_err("a FIFO as the source");
+        assert!(err.to_string().contains("which is a FIFO (named pipe)"), "{err}");
+    }
 
     #[test]
     fn regression_symlink_loops_are_walked_once_and_excluded_folders_not_at_all() {

@@ -26,9 +26,10 @@ pub struct ImageInfo {
 /// Checks an image file and returns its size. An error means the image must be skipped: unreadable,
 /// not an image, a header that does not decode, smaller than 10 pixels or larger than
 /// [`crate::imageio::MAX_PIXELS`], a broken PNG, or a JPEG that is truncated so that it does not
-/// decode. Every error names `path`.
+/// decode, or not a regular file (a FIFO, a socket, a device: refused unread). Every error names
+/// `path`.
 pub fn verify_image(path: &Path) -> Result<ImageInfo> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::fsio::read_regular(path)?;
     verify_bytes(path, &bytes)
 }
 

@@ -48,9 +48,10 @@ impl ImageHeader {
 }
 
 /// Reads an image file as 8-bit RGB with its EXIF orientation applied, as `cv2.imread` does.
-/// Errors name the file; an image over [`MAX_PIXELS`] is refused before decoding.
+/// Errors name the file; an image over [`MAX_PIXELS`] is refused before decoding, and a FIFO, socket
+/// or device before opening it ([`crate::fsio::read_regular`]).
 pub fn read_rgb(path: &Path) -> Result<RgbImage> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::fsio::read_regular(path)?;
     decode_rgb(path, &bytes)
 }
 

@@ -88,6 +88,9 @@ impl LabelledImage {
     /// Reads the size of `image` from its header and the labels of `label_file` (a missing label
     /// file means no boxes, as in Ultralytics). `nc` is the number of classes.
     pub fn read(image: &Path, label_file: &Path, nc: usize) -> Result<Self> {
+        if let Some(kind) = crate::fsio::special_file(image) {
+            return Err(Error::NotRegularFile { path: image.to_path_buf(), kind });
+        }
         let (width, height) = image::image_dimensions(image)
             .map_err(|source| Error::Image { path: image.to_path_buf(), source })?;
         let labels = if label_file.exists() { read_label_file(label_file, nc)? } else { Vec::new() };

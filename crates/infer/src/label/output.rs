@@ -215,13 +215,13 @@ pub fn write_image(
 /// Puts the image into `DATASET/images`: nothing to do when the same file is already there (labelling
 /// in place), an error when another file is.
 fn place_image(job: &Job, copy: bool) -> Result<()> {
-    let io = |path: &Path, e| Error::Core(headroom_core::Error::io(path, e));
     if job.image.symlink_metadata().is_ok() {
         let same = match (job.image.canonicalize(), job.source.canonicalize()) {
             (Ok(a), Ok(b)) => a == b,
             _ => false,
         };
-        if same || copy && std::fs::read(&job.image).ok() == std::fs::read(&job.source).ok() {
+        let read = |path: &Path| headroom_core::fsio::read_regular(path).ok();
+        if same || copy && read(&job.image) == read(&job.source) {
             return Ok(());
         }
         let reason = format!(
@@ -231,7 +231,7 @@ fn place_image(job: &Job, copy: bool) -> Result<()> {
         return Err(Error::Output { path: job.image.clone(), reason });
     }
     if copy || cfg!(not(unix)) {
-        let bytes = std::fs::read(&job.source).map_err(|e| io(&job.source, e))?;
+        let bytes = headroom_core::fsio::read_regular(&job.source)?;
         return Ok(write_atomic(&job.image, &bytes)?);
     }
     link_atomic(&job.source, &job.image)

@@ -188,7 +188,7 @@ fn prepare_worker(
 /// least 10 pixels a side, a PNG is whole, a JPEG is not truncated): a half-grey truncated JPEG is
 /// skipped, not labelled. A JPEG with data after its end marker is labelled, with a warning.
 fn read_checked(path: &std::path::Path) -> headroom_core::Result<image::RgbImage> {
-    let bytes = std::fs::read(path).map_err(|e| headroom_core::Error::io(path, e))?;
+    let bytes = headroom_core::fsio::read_regular(path)?;
     let info = headroom_core::dataset::verify::verify_bytes(path, &bytes)?;
     if let Some(warning) = info.warning {
         tracing::warn!("{warning}");

@@ -1,0 +1,74 @@
+//! How `headroom export` writes its files: under a lock on its stem in the output folder, every
+//! file into a temporary first, then all published together through a journal
+//! (`headroom_core::fsio::FileSet`), so that a reader never finds the `.int8.onnx` of one model
+//! beside the `.int8.calib` of another, even after a kill between two renames.
+//!
+//! The lock (`.<stem>.export.lock`) guards one stem's outputs, not the folder: two exports of
+//! different models into one folder run side by side, and an export into a folder `headroom train`
+//! is writing (its `best.onnx`, say) is not refused; two exports of one stem to one folder are.
+
+use std::path::{Path, PathBuf};
+
+use headroom_core::fsio::{self, FileSet, OutputLock, Recovery};
+
+/// Test hook, for crates/cli/tests/export.rs only: the process aborts after this many renames of
+/// the publication, as a kill between two renames would leave it.
+const ABORT_AFTER_RENAMES: &str = "HEADROOM_TEST_EXPORT_ABORT_AFTER_RENAMES";
+
+/// The journal of the export of `stem` into `dir`.
+pub(super) fn journal(dir: &Path, stem: &str) -> PathBuf {
+    dir.join(format!(".{stem}.export.journal"))
+}
+
+/// Takes the lock on the outputs of `stem` in `dir` (which exists), or says who holds it.
+pub(super) fn lock(dir: &Path, stem: &str) -> anyhow::Result<OutputLock> {
+    let scope = format!("the export of `{stem}` here");
+    Ok(OutputLock::acquire_named(dir, &format!(".{stem}.export.lock"), &scope, "headroom export")?)
+}
+
+/// What an export that stopped left in `dir`: a publication half done is completed (or, a
+/// temporary gone, removed), then the temporaries of `targets` (file names) and of the journal
+/// that no live process writes are removed. Call it holding [`lock`].
+pub(super) fn clean_up(dir: &Path, stem: &str, targets: &[String]) -> anyhow::Result<()> {
+    let journal = journal(dir, stem);
+    match fsio::recover_file_set(&journal)? {
+        Recovery::Nothing => {}
+        Recovery::Completed { pid, renamed } => tracing::warn!(
+            "{}: the export by pid {pid} stopped while publishing its files; finished it ({} more renamed: {})",
+            journal.display(),
+            renamed.len(),
+            list(&renamed)
+        ),
+        Recovery::Abandoned { pid, removed } => tracing::warn!(
+            "{}: the export by pid {pid} stopped while publishing and one of its files is gone; removed the rest of it ({})",
+            journal.display(),
+            list(&removed)
+        ),
+    }
+    let journal_name = journal.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut names: Vec<&str> = targets.iter().map(String::as_str).collect();
+    names.push(&journal_name);
+    let removed = fsio::remove_stale_temporaries(dir, &names)?;
+    if !removed.is_empty() {
+        tracing::info!(
+            "removed {} temporary file(s) a stopped export left: {}",
+            removed.len(),
+            list(&removed)
+        );
+    }
+    Ok(())
+}
+
+/// Publishes `set` as a whole (see the module's comment).
+pub(super) fn publish(set: FileSet) -> anyhow::Result<Vec<PathBuf>> {
+    let abort_after = std::env::var(ABORT_AFTER_RENAMES).ok().and_then(|n| n.parse::<usize>().ok());
+    Ok(set.publish_observed(|renamed| {
+        if Some(renamed) == abort_after {
+            std::process::abort();
+        }
+    })?)
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
