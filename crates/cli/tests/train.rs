@@ -11,26 +11,10 @@ mod with_libraries {
     use std::process::Stdio;
     use std::time::{Duration, Instant};
 
-    use crate::common::{demo_model, headroom, headroom_command, s};
+    use crate::common::{demo_model, headroom, headroom_command, s, synth_field};
 
     fn synth(dir: &Path) -> std::path::PathBuf {
-        let out = dir.join("data");
-        let run = headroom(&[
-            "-q",
-            "synth",
-            "--preset",
-            "field",
-            "--seed",
-            "3",
-            "--train",
-            "12",
-            "--val",
-            "6",
-            "--out",
-            s(&out),
-        ]);
-        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-        out.join("data.yaml")
+        synth_field(dir, 12, 6)
     }
 
     fn args<'a>(data: &'a Path, project: &'a Path, name: &'a str) -> Vec<&'a str> {

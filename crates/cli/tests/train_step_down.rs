@@ -7,27 +7,12 @@ mod common;
 
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod with_libraries {
-    use crate::common::{demo_model, headroom, headroom_command, s};
+    use crate::common::{demo_model, headroom, headroom_command, s, synth_field};
 
     #[test]
     fn a_memory_cap_hit_mid_epoch_steps_down_and_the_run_finishes() {
         let dir = tempfile::tempdir().expect("tmp");
-        let data = dir.path().join("data");
-        let synth = headroom(&[
-            "-q",
-            "synth",
-            "--preset",
-            "field",
-            "--seed",
-            "3",
-            "--train",
-            "16",
-            "--val",
-            "4",
-            "--out",
-            s(&data),
-        ]);
-        assert!(synth.status.success(), "{}", String::from_utf8_lossy(&synth.stderr));
+        let data = synth_field(dir.path(), 16, 4);
         let project = dir.path().join("runs");
         let model = demo_model();
         // Training all of YOLOv8n at 160 without checkpointing: a pass takes ~170 MiB above the
@@ -42,7 +27,7 @@ mod with_libraries {
                 "--model",
                 s(&model),
                 "--data",
-                s(&data.join("data.yaml")),
+                s(&data),
                 "--epochs",
                 "2",
                 "--project",

@@ -25,6 +25,7 @@ pub mod partition;
 pub mod patch;
 pub mod proto;
 pub mod quant;
+pub mod renorm;
 pub mod tensor;
 
 pub use dim::Dim;

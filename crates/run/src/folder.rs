@@ -17,7 +17,8 @@ const METRICS_FILE: &str = "metrics.csv";
 const METRICS_HEADER: &str = "epoch,box_loss,cls_loss,dfl_loss,kd_loss,lr,bad_steps,seconds,peak_rss_mb,precision,recall,map50,map50_95,fitness\n";
 
 /// The files of a run folder whose atomic-write temporaries a run sweeps on start.
-pub const RUN_FILES: [&str; 10] = [
+pub const RUN_FILES: [&str; 11] = [
+    "renorm.onnx",
     "config.toml",
     "metrics.csv",
     "results.json",

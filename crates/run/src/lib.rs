@@ -21,6 +21,8 @@ pub mod device;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod inputs;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod renorm;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod run;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 mod trunk;

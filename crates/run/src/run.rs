@@ -109,7 +109,26 @@ fn execute(
     }
     let (device_text, preset) = device::resolve(&spec.device, device::cuda_available(), true)?;
     let device = device::torch_device(&device_text)?;
-    let model = Model::load(&spec.model)?;
+    let original = std::fs::read(&spec.model).map_err(|e| headroom_core::Error::io(&spec.model, e))?;
+    let base_sha = headroom_infer::label::output::sha256_hex(&original);
+    let mut model = Model::from_bytes(&original, &spec.model)?;
+    let mut inputs = Inputs::read(&spec, &headroom_onnx::inspect::inspect(&model)?)?;
+    let mut bytes = original;
+    let mut renorm = Vec::new();
+    if spec.renorm > 0 {
+        let (w, h) = (spec.settings.imgsz[0], spec.settings.imgsz[1]);
+        let (renormalised, steps) = crate::renorm::renormalise(
+            &spec.model,
+            &bytes,
+            spec.renorm,
+            &inputs.train,
+            &inputs.replay,
+            [w, h],
+            options.threads,
+        )?;
+        (bytes, renorm) = (renormalised, steps);
+        model = Model::from_bytes(&bytes, &spec.model)?;
+    }
     let trainable = spec.trainable()?;
     let student = Student::new(&model, trainable, device).map_err(|e| Error::Input {
         path: spec.model.clone(),
@@ -124,9 +143,6 @@ fn execute(
     } else {
         LossConfig::one_to_many(nc, reg_max, strides)
     };
-    let mut inputs = Inputs::read(&spec, &inspection)?;
-    let bytes = std::fs::read(&spec.model).map_err(|e| headroom_core::Error::io(&spec.model, e))?;
-    let base_sha = headroom_infer::label::output::sha256_hex(&bytes);
     let mut trainer = Trainer::new(&student, spec.settings.clone(), loss)?;
     let memory_cap = spec.memory_cap_bytes()?;
 
@@ -142,6 +158,10 @@ fn execute(
         let _ = std::fs::remove_file(dir.join(RESULTS_FILE));
     }
     spec.save(dir)?;
+    if !renorm.is_empty() {
+        // The starting point of the training: what re-normalisation alone gives.
+        headroom_core::fsio::write_atomic(&dir.join("renorm.onnx"), &bytes)?;
+    }
 
     trainer.set_soft_targets(std::mem::take(&mut inputs.soft));
     let mut all = inputs.train.clone();
@@ -242,6 +262,7 @@ fn execute(
         "peak_rss_mb": peak,
         "planner": estimate,
         "steps_down": trainer.steps_down(),
+        "renorm": renorm,
     });
     let text = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
     headroom_core::fsio::write_atomic(&dir.join(RESULTS_FILE), text.as_bytes())?;

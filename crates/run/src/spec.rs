@@ -71,6 +71,10 @@ pub struct RunSpec {
     /// Passes before the memory cap is checked.
     #[serde(default)]
     pub memory_cap_after: u64,
+    /// Convs at the start of the trunk re-normalised to the new images before training
+    /// (`headroom_onnx::renorm`; 0: none). Needs old-domain images (`replay`).
+    #[serde(default)]
+    pub renorm: usize,
     /// What `--plan auto` chose, when it planned the run.
     #[serde(default)]
     pub plan: Option<PlanChoice>,
@@ -79,6 +83,26 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// A spec for training the head of `model` on `data` on the CPU with the default settings.
+    pub fn new(model: PathBuf, data: PathBuf) -> RunSpec {
+        RunSpec {
+            model,
+            data,
+            part: "head".into(),
+            device: "cpu".into(),
+            replay: None,
+            replay_fraction: 1.0,
+            remap: None,
+            trunk: TrunkKind::Ort,
+            cache_features: false,
+            memory_cap: None,
+            memory_cap_after: 0,
+            renorm: 0,
+            plan: None,
+            settings: TrainConfig::default(),
+        }
+    }
+
     /// The part to train.
     pub fn trainable(&self) -> Result<Trainable> {
         self.part.replace("freeze=", "").parse().map_err(|reason| Error::Spec { key: "part".into(), reason })
@@ -116,6 +140,19 @@ impl RunSpec {
             return Err(Error::Spec {
                 key: "replay_fraction".into(),
                 reason: format!("{} is not in [0, 10]", self.replay_fraction),
+            });
+        }
+        if self.renorm > 0 && self.replay.is_none() {
+            return Err(Error::Spec {
+                key: "renorm".into(),
+                reason: "re-normalising needs old-domain images to take the statistics from: add --replay OLD.yaml"
+                    .into(),
+            });
+        }
+        if self.renorm > 64 {
+            return Err(Error::Spec {
+                key: "renorm".into(),
+                reason: format!("{} is not in 0..=64", self.renorm),
             });
         }
         if self.device.trim().is_empty() {
@@ -198,21 +235,7 @@ mod tests {
     use super::*;
 
     fn spec() -> RunSpec {
-        RunSpec {
-            model: "m.onnx".into(),
-            data: "d/data.yaml".into(),
-            part: "head".into(),
-            device: "cpu".into(),
-            replay: None,
-            replay_fraction: 1.0,
-            remap: None,
-            trunk: TrunkKind::Ort,
-            cache_features: false,
-            memory_cap: None,
-            memory_cap_after: 0,
-            plan: None,
-            settings: TrainConfig::default(),
-        }
+        RunSpec::new("m.onnx".into(), "d/data.yaml".into())
     }
 
     #[test]

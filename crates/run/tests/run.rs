@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use headroom_core::synth::{Preset, SynthConfig, write_dataset};
 use headroom_run::observer::{Observer, Silent};
 use headroom_run::run::{self, RunEnd, RunOptions};
-use headroom_run::spec::{RunSpec, TrunkKind};
+use headroom_run::spec::RunSpec;
 use headroom_train::config::TrainConfig;
 
 fn workspace() -> PathBuf {
@@ -26,19 +26,8 @@ fn data(dir: &Path) -> PathBuf {
 }
 
 fn spec(data: &Path) -> RunSpec {
+    let model = workspace().join("models/demo/yolov8n-shapes-160.onnx");
     RunSpec {
-        model: workspace().join("models/demo/yolov8n-shapes-160.onnx"),
-        data: data.to_path_buf(),
-        part: "head".into(),
-        device: "cpu".into(),
-        replay: None,
-        replay_fraction: 1.0,
-        remap: None,
-        trunk: TrunkKind::Ort,
-        cache_features: false,
-        memory_cap: None,
-        memory_cap_after: 0,
-        plan: None,
         settings: TrainConfig {
             epochs: 2,
             nbs: 2,
@@ -46,6 +35,7 @@ fn spec(data: &Path) -> RunSpec {
             imgsz: [160, 160],
             ..TrainConfig::default().with_auto_optimizer(12, 3)
         },
+        ..RunSpec::new(model, data.to_path_buf())
     }
 }
 
@@ -123,4 +113,55 @@ fn a_bad_saved_value_is_refused_before_training() {
     let fresh = tmp.path().join("fresh");
     assert!(run::start(&bad, &fresh, &options(None), &mut Silent).is_err());
     assert!(!fresh.exists(), "nothing is created for a spec that does not validate");
+}
+
+/// Re-normalising the stem: on the new images, the stem Conv of `renorm.onnx` has the per-channel
+/// statistics the original model's stem has on the old images (where the scale was not clamped),
+/// and the run trains from that file.
+#[test]
+fn renormalisation_gives_the_stem_the_old_statistics_on_the_new_images() {
+    use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
+    use headroom_onnx::renorm::{SCALE_BOUNDS, stem_convs};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = data(tmp.path());
+    let old_dir = tmp.path().join("old");
+    let config = SynthConfig { preset: Preset::Base, seed: 5, train: 12, val: 1, ..SynthConfig::default() };
+    write_dataset(&config, &old_dir, |_| {}).expect("synth");
+    let mut spec = spec(&data);
+    spec.settings.epochs = 1;
+    spec.renorm = 1;
+    spec.replay = Some(old_dir.join("data.yaml"));
+    let dir = tmp.path().join("run");
+    assert!(matches!(run::start(&spec, &dir, &options(None), &mut Silent), Ok(RunEnd::Finished(_))));
+
+    let images = |yaml: &Path| {
+        let config = DataConfig::load(yaml).expect("data.yaml");
+        load_split(&config, Split::Train, LoadOptions::default()).expect("split").images
+    };
+    let (new, old) = (images(&data), images(&old_dir.join("data.yaml")));
+    let original = headroom_onnx::Model::load(&spec.model).expect("model");
+    let renormed = headroom_onnx::Model::load(dir.join("renorm.onnx")).expect("renorm.onnx");
+    let inspection = headroom_onnx::inspect::inspect(&original).expect("inspect");
+    let sites = stem_convs(&original.graph, &inspection, 1).expect("stem");
+    let options = headroom_infer::provider::SessionOptions { intra_threads: 1, ..Default::default() };
+    let stats = |model, images| {
+        headroom_run::renorm::conv_statistics(model, &sites, images, [160, 160], &options)
+            .expect("stats")
+            .remove(0)
+    };
+    let (target, before, after) = (stats(&original, &old), stats(&original, &new), stats(&renormed, &new));
+    let mut checked = 0;
+    for k in 0..target.mean.len() {
+        let a = target.std[k] / before.std[k];
+        if before.std[k] < 1e-3 || a <= SCALE_BOUNDS.0 || a >= SCALE_BOUNDS.1 {
+            continue;
+        }
+        checked += 1;
+        assert!((after.mean[k] - target.mean[k]).abs() < 1e-3 * target.std[k].max(1.0), "channel {k} mean");
+        assert!((after.std[k] - target.std[k]).abs() < 1e-3 * target.std[k].max(1.0), "channel {k} std");
+    }
+    assert!(checked > 0, "no channel within the scale bounds");
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).expect("results")).expect("json");
+    assert_eq!(results["renorm"][0]["node"], sites[0].node.as_str());
 }

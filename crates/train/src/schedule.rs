@@ -35,6 +35,23 @@ pub fn accumulate(config: &TrainConfig) -> usize {
     ((config.nbs as f64 / config.batch as f64).round() as usize).max(1)
 }
 
+/// Optimiser steps a run should make at least: what `--nbs auto` sizes accumulation for.
+pub const TARGET_STEPS: usize = 200;
+
+/// Largest nominal batch `--nbs auto` chooses (Ultralytics' `nbs`, right for large datasets).
+pub const MAX_NOMINAL_BATCH: usize = 64;
+
+/// The nominal batch `--nbs auto` gives a run of `epochs` epochs over `images` images per epoch
+/// (new and replayed) at `batch`: the largest power of two, at most [`MAX_NOMINAL_BATCH`] and at
+/// least `batch`, with which the run still makes about [`TARGET_STEPS`] optimiser steps. A field
+/// retrain on 64–128 images gets 4–8 instead of 64 (2 steps per epoch instead of 16–32); a large
+/// dataset keeps Ultralytics' 64.
+pub fn nominal_batch_for(images: usize, epochs: usize, batch: usize) -> usize {
+    let per_step = (images * epochs / TARGET_STEPS).max(1);
+    let power = 1usize << (usize::BITS - 1 - per_step.leading_zeros());
+    power.clamp(batch.max(1), MAX_NOMINAL_BATCH.max(batch))
+}
+
 /// Warm-up iterations of a run with `passes` passes per epoch: `warmup_epochs` epochs, at least
 /// 100 iterations (0 when warm-up is off).
 pub fn warmup_iterations(config: &TrainConfig, passes: usize) -> u64 {
@@ -121,6 +138,21 @@ mod tests {
         assert_eq!(accumulate(&config()), 32);
         assert_eq!(accumulate(&TrainConfig { batch: 1, ..config() }), 64);
         assert_eq!(accumulate(&TrainConfig { nbs: 1, ..config() }), 1);
+    }
+
+    #[test]
+    fn auto_nominal_batch_gives_small_runs_enough_steps() {
+        // The demo: 64 new + 64 replayed images, 10 epochs, batch 2 → nbs 4, 320 steps.
+        assert_eq!(nominal_batch_for(128, 10, 2), 4);
+        assert_eq!(nominal_batch_for(256, 10, 2), 8);
+        assert_eq!(nominal_batch_for(10_000, 100, 2), 64);
+        assert_eq!(nominal_batch_for(12, 2, 2), 2, "never below the batch");
+        assert_eq!(nominal_batch_for(12, 2, 16), 16);
+        for (images, epochs) in [(64, 10), (128, 10), (500, 30), (3000, 10)] {
+            let nbs = nominal_batch_for(images, epochs, 2);
+            let steps = images.div_ceil(nbs) * epochs;
+            assert!(steps >= TARGET_STEPS || nbs == 2, "{images} images: nbs {nbs}, {steps} steps");
+        }
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! flags into a [`headroom_run::spec::RunSpec`] (or checks them against a saved one on resume),
 //! draws progress and prints the result (docs/TRAIN.md).
 
-use std::path::{Path, PathBuf};
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+use std::path::Path;
+use std::path::PathBuf;
 
 use super::Outcome;
 
@@ -29,9 +31,11 @@ pub struct Args {
     /// Images per forward pass (gradients accumulate to --nbs).
     #[arg(long, default_value_t = 2, value_parser = super::provider_args::count_arg::<1, 256>)]
     pub batch: usize,
-    /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs).
-    #[arg(long, default_value_t = 64, value_parser = super::provider_args::count_arg::<1, 4096>)]
-    pub nbs: usize,
+    /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs, 64).
+    /// `auto`: sized to the data, the largest power of two up to 64 with which the run still makes
+    /// about 200 optimiser steps (4 for 128 images x 10 epochs; docs/TRAIN.md).
+    #[arg(long, default_value = "auto", value_parser = nbs_arg, value_name = "auto|N")]
+    pub nbs: Nbs,
     /// Optimiser: auto (Ultralytics' rule: AdamW at 0.002·5/(4+nc), momentum 0.9, for runs under
     /// 10,000 iterations; SGD at 0.01 above), sgd (Nesterov momentum 0.937) or adamw. auto by
     /// measurement: it kept and gained the most (docs/BENCHMARKS.md).
@@ -94,6 +98,12 @@ pub struct Args {
     /// GPU), reloads its last checkpoint and goes on, as after a real allocation failure.
     #[arg(long, value_name = "SIZE")]
     pub memory_cap: Option<String>,
+    /// Re-normalise the first N convolutions of the trunk to the new images before training: each
+    /// one's per-channel output mean and std on the new images set to what they are on the old
+    /// (--replay) images, folded into its weight and bias (AdaBN for BatchNorm-folded exports;
+    /// forward passes only). The run folder keeps the result as renorm.onnx (0: off).
+    #[arg(long, default_value_t = 0, value_parser = super::provider_args::count_arg::<0, 64>)]
+    pub renorm: usize,
     /// Passes before --memory-cap is checked (to hit it mid-epoch in tests).
     #[arg(long, default_value_t = 0, hide = true)]
     pub memory_cap_after: u64,
@@ -148,6 +158,25 @@ pub struct Args {
     pub given: Vec<String>,
 }
 
+/// `--nbs`: sized to the data, or a fixed nominal batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nbs {
+    /// `headroom_train::schedule::nominal_batch_for` the run's images, epochs and batch.
+    Auto,
+    /// This many images per optimiser step.
+    Fixed(usize),
+}
+
+fn nbs_arg(text: &str) -> Result<Nbs, String> {
+    if text == "auto" {
+        return Ok(Nbs::Auto);
+    }
+    match text.parse::<usize>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(Nbs::Fixed(n)),
+        _ => Err(format!("`{text}` is not `auto` or a count in 1..=4096")),
+    }
+}
+
 /// `--optimizer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OptimizerArg {
@@ -183,6 +212,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
 }
 
 /// `--hsv H,S,V`, each in [0, 1].
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 pub(super) fn hsv_gains(text: &str) -> anyhow::Result<[f32; 3]> {
     let parts: Vec<f32> = text
         .split(',')
@@ -196,6 +226,7 @@ pub(super) fn hsv_gains(text: &str) -> anyhow::Result<[f32; 3]> {
 }
 
 /// The run folder that `--resume` names: RUN_DIR, or PROJECT/NAME.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 fn resume_dir(args: &Args) -> anyhow::Result<Option<PathBuf>> {
     match &args.resume {
         None => Ok(None),
@@ -208,6 +239,7 @@ fn resume_dir(args: &Args) -> anyhow::Result<Option<PathBuf>> {
 }
 
 /// A file path as given, made absolute so that a run resumes from any folder.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 fn absolute(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
     std::path::absolute(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))
 }
@@ -301,21 +333,7 @@ fn spec_from_args(
         (None, Some(b)) => b.data.clone(),
         (None, None) => anyhow::bail!("--data is required for a new run"),
     };
-    let mut spec = base.cloned().unwrap_or_else(|| RunSpec {
-        model: model.clone(),
-        data: data.clone(),
-        part: String::new(),
-        device: String::new(),
-        replay: None,
-        replay_fraction: 1.0,
-        remap: None,
-        trunk: TrunkKind::Ort,
-        cache_features: false,
-        memory_cap: None,
-        memory_cap_after: 0,
-        plan: None,
-        settings: TrainConfig::default(),
-    });
+    let mut spec = base.cloned().unwrap_or_else(|| RunSpec::new(model.clone(), data.clone()));
     spec.model = model;
     spec.data = data;
     if given("train") || given("freeze") {
@@ -346,6 +364,9 @@ fn spec_from_args(
     if given("memory_cap") {
         spec.memory_cap = args.memory_cap.clone();
     }
+    if given("renorm") {
+        spec.renorm = args.renorm;
+    }
     if given("memory_cap_after") {
         spec.memory_cap_after = args.memory_cap_after;
     }
@@ -356,9 +377,6 @@ fn spec_from_args(
     }
     if set("batch") {
         s.batch = args.batch;
-    }
-    if set("nbs") {
-        s.nbs = args.nbs;
     }
     if set("cos_lr") {
         s.cos_lr = args.cos_lr;
@@ -403,6 +421,29 @@ fn spec_from_args(
                 "--amp: mixed precision is for CUDA; on the CPU this run trains in fp32 (config.toml records amp = false)"
             );
         }
+    }
+    // Sized from the run's own epochs and batch (set above); on resume only when given.
+    if set("nbs") {
+        spec.settings.nbs = match args.nbs {
+            Nbs::Fixed(n) => n,
+            Nbs::Auto => {
+                let new = train_images(&spec.data)?;
+                let replayed = if spec.replay.is_some() {
+                    (new as f64 * spec.replay_fraction).round() as usize
+                } else {
+                    0
+                };
+                let s = &spec.settings;
+                let nbs = headroom_train::schedule::nominal_batch_for(new + replayed, s.epochs, s.batch);
+                tracing::info!(
+                    "--nbs auto: {nbs} ({} images per epoch, {} epochs: {} optimiser steps)",
+                    new + replayed,
+                    s.epochs,
+                    (new + replayed).div_ceil(nbs) * s.epochs
+                );
+                nbs
+            }
+        };
     }
     let needs_model = set("imgsz") || set("optimizer") || set("lr0");
     if needs_model {

@@ -39,3 +39,26 @@ pub fn demo_model() -> PathBuf {
 pub fn s(path: &std::path::Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
+
+/// A synthetic `field` dataset (seed 3) of `train` + `val` images under `dir/data`; its data.yaml.
+#[allow(dead_code)]
+pub fn synth_field(dir: &std::path::Path, train: usize, val: usize) -> PathBuf {
+    let out = dir.join("data");
+    let (train, val) = (train.to_string(), val.to_string());
+    let run = headroom(&[
+        "-q",
+        "synth",
+        "--preset",
+        "field",
+        "--seed",
+        "3",
+        "--train",
+        &train,
+        "--val",
+        &val,
+        "--out",
+        s(&out),
+    ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    out.join("data.yaml")
+}
