@@ -53,15 +53,32 @@ pub struct Args {
     /// Copy images into DATASET/images instead of symlinking them.
     #[arg(long)]
     pub copy_images: bool,
-    /// Relabel finished images too, even with another teacher or settings (human labels stay).
+    /// Relabel finished images too, even with another teacher, settings or split (human labels stay).
     #[arg(long)]
     pub force: bool,
+    /// Fraction of the images held out as the val split (0 ≤ F < 1), chosen by a hash of each
+    /// image's path and --seed: an image always lands in the same split, also when a run is resumed
+    /// or more images are added. The split is DATASET/train.txt and val.txt, named by data.yaml
+    /// [default: the dataset's recorded split; else 0.2 with at least 10 images, else 0]. With 0
+    /// nothing is held out: data.yaml's val is the training images (a warning says so).
+    #[arg(long, value_name = "F", value_parser = fraction_arg, allow_negative_numbers = true)]
+    pub val_fraction: Option<f64>,
+    /// Seed of the split's hash [default: the dataset's recorded seed, else 0].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Print the manifest as JSON on stdout.
     #[arg(long)]
     pub json: bool,
     /// Execution providers.
     #[command(flatten)]
     pub provider: ProviderArgs,
+}
+
+/// `--val-fraction`: a number with 0 ≤ F < 1.
+fn fraction_arg(text: &str) -> Result<f64, String> {
+    let fraction: f64 = text.trim().parse().map_err(|_| format!("`{text}` is not a number"))?;
+    headroom_infer::label::split::check_fraction(fraction)?;
+    Ok(fraction)
 }
 
 /// Runs `headroom label`.
@@ -115,6 +132,8 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
         class_map,
         copy_images: args.copy_images,
         force: args.force,
+        val_fraction: args.val_fraction,
+        seed: args.seed,
         pipeline: PipelineSettings { workers, batch: args.batch, queue: 4 * args.batch.max(4) },
         cancel: Some(interrupt.flag()),
     };
@@ -154,6 +173,23 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
             "boxes: {} ({} dropped by the class map, {} by --min-box)",
             c.boxes, c.dropped_unmapped, c.dropped_small
         );
+        let split = &manifest.split;
+        if split.val > 0 {
+            println!(
+                "split: {} train, {} val (--val-fraction {}, --seed {}; {} and {})",
+                split.train,
+                split.val,
+                split.val_fraction,
+                split.seed,
+                headroom_infer::label::split::TRAIN_LIST,
+                headroom_infer::label::split::VAL_LIST
+            );
+        } else {
+            println!(
+                "split: none held out (--val-fraction {}): val is the {} training images",
+                split.val_fraction, split.train
+            );
+        }
         for s in &manifest.skipped {
             println!("skipped {}: {}", s.path.display(), s.reason);
         }

@@ -1,5 +1,5 @@
 //! `manifest.json` of a labelled dataset: the teacher (with its SHA-256), the settings, the provider
-//! that ran, counts, skipped images, human-label conflicts and timing. Written when a run starts
+//! that ran, counts, the train/val split, skipped images, human-label conflicts and timing. Written when a run starts
 //! (`status: running`) and when it ends (`complete`), atomically.
 
 use std::path::{Path, PathBuf};
@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::class_map::ClassMap;
 use super::output::{Conflict, SkippedImage};
+use super::split::SplitSummary;
 use crate::decode::OutputLayout;
 use crate::provider::ExecutionProvider;
 use crate::{Error, Result};
@@ -112,6 +113,9 @@ pub struct LabelManifest {
     pub streams: usize,
     /// Counts.
     pub counts: LabelCounts,
+    /// The train/val split: fraction, seed and the labelled images in each split.
+    #[serde(default)]
+    pub split: SplitSummary,
     /// Skipped images with reasons.
     pub skipped: Vec<SkippedImage>,
     /// Human label files kept, and where the teacher's labels went.

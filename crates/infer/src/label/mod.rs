@@ -4,6 +4,7 @@
 //! - [`output`]: the output dataset, resuming, human-label protection, atomic per-image writes.
 //! - [`pipeline`] (feature `onnxruntime`): worker threads → inference → writer, bounded queues.
 //! - [`manifest`]: `manifest.json`, what a run did and with what.
+//! - [`split`]: the seeded, stable train/val split and the `data.yaml` that names it.
 
 pub mod class_map;
 pub mod manifest;
@@ -12,8 +13,10 @@ pub mod output;
 pub mod pipeline;
 #[cfg(feature = "onnxruntime")]
 mod run;
+pub mod split;
 
 pub use class_map::ClassMap;
 pub use manifest::{LabelCounts, LabelManifest, LabelSettings, TeacherInfo};
 #[cfg(feature = "onnxruntime")]
 pub use run::{LabelRequest, label_folder};
+pub use split::SplitSummary;

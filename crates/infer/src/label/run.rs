@@ -9,6 +9,7 @@ use super::class_map::ClassMap;
 use super::manifest::{LabelCounts, LabelManifest, LabelSettings, RunStatus, TeacherInfo};
 use super::output::{self, Conflict, JobState, SkippedImage};
 use super::pipeline::{Inferred, PipelineSettings, run_pipeline};
+use super::split::{self, SplitSummary};
 use crate::decode::{DecodeOptions, OutputLayout, decode_soft};
 use crate::detector::Detector;
 use crate::{Error, Result};
@@ -31,8 +32,14 @@ pub struct LabelRequest {
     pub class_map: Option<(String, String)>,
     /// Copy images into `images/` instead of symlinking them.
     pub copy_images: bool,
-    /// Relabel finished images too, and accept another teacher or other settings.
+    /// Relabel finished images too, and accept another teacher, other settings or another split.
     pub force: bool,
+    /// Fraction of the images held out for validation (0 ≤ F < 1); `None`: the dataset's recorded
+    /// split, else [`split::DEFAULT_VAL_FRACTION`] from [`split::MIN_IMAGES_FOR_DEFAULT_SPLIT`]
+    /// images on, else 0.
+    pub val_fraction: Option<f64>,
+    /// Seed of the split's hash; `None`: the dataset's recorded seed, else 0.
+    pub seed: Option<u64>,
     /// Threads, batch and queues.
     pub pipeline: PipelineSettings,
     /// Set (by a signal handler) to stop early: the images in flight are written, the manifest is
@@ -78,6 +85,7 @@ pub fn label_folder(
         workers: request.pipeline.workers.max(1),
         streams,
         counts: LabelCounts::default(),
+        split: SplitSummary::default(),
         skipped: Vec::new(),
         conflicts: Vec::new(),
         wall_seconds: 0.0,
@@ -87,6 +95,8 @@ pub fn label_folder(
     // Everything that can refuse the request before anything is written: no output folder, no
     // data.yaml for a wrong --images.
     let (jobs, skipped) = output::plan_jobs(&request.images, &request.out)?;
+    let keys: Vec<String> = jobs.iter().map(|job| split::key(job, &request.out)).collect();
+    manifest.split = plan_split(request, &keys)?;
     std::fs::create_dir_all(&request.out)
         .map_err(|e| Error::Core(headroom_core::Error::io(&request.out, e)))?;
     let _lock = OutputLock::acquire(&request.out, "headroom label")?;
@@ -97,6 +107,8 @@ pub fn label_folder(
     manifest.skipped = skipped;
     manifest.counts.boxes_per_class = vec![0; manifest.settings.class_map.names.len()];
     let (todo, targets) = plan_states(&jobs, request.force, &mut manifest);
+    let mut finished: Vec<bool> = targets.iter().map(Option::is_none).collect();
+    write_split(&request.out, &keys, &finished, &mut manifest)?;
     manifest.write(&request.out)?;
     tracing::info!(
         images = manifest.counts.images,
@@ -119,8 +131,15 @@ pub fn label_folder(
         // Label files become durable in batches (one filesystem flush per batch, not two fsyncs per
         // image); finished images are committed also when the run fails.
         let batch = DurableBatch::new(COMMIT_EVERY_FILES, COMMIT_EVERY);
-        let mut writer =
-            Writer { jobs: &jobs, targets: &targets, request, manifest: &mut manifest, done: 0, batch };
+        let mut writer = Writer {
+            jobs: &jobs,
+            targets: &targets,
+            request,
+            manifest: &mut manifest,
+            done: 0,
+            finished: &mut finished,
+            batch,
+        };
         let never = AtomicBool::new(false);
         let cancel = request.cancel.as_deref().unwrap_or(&never);
         let result = run_pipeline(detectors, &jobs, &todo, request.pipeline, cancel, |item| {
@@ -136,7 +155,8 @@ pub fn label_folder(
     manifest.images_per_second = labelled.1 as f64 / manifest.pipeline_seconds.max(1e-9);
     manifest.counts.conflicts = manifest.conflicts.len();
     manifest.counts.skipped = manifest.skipped.len();
-    if let Err(e) = labelled.0 {
+    let split_written = write_split(&request.out, &keys, &finished, &mut manifest);
+    if let Err(e) = labelled.0.and(split_written) {
         manifest.status = RunStatus::Failed;
         let _ = manifest.write(&request.out);
         return Err(e);
@@ -217,6 +237,8 @@ struct Writer<'a> {
     request: &'a LabelRequest,
     manifest: &'a mut LabelManifest,
     done: usize,
+    /// Per job: labelled, by this run or an earlier one.
+    finished: &'a mut [bool],
     batch: DurableBatch,
 }
 
@@ -249,6 +271,7 @@ impl Writer<'_> {
         }
         let counts = &mut self.manifest.counts;
         counts.labelled += 1;
+        self.finished[job_index] = true;
         counts.boxes += labels.len();
         counts.dropped_unmapped += dropped.unmapped;
         counts.dropped_small += dropped.small;
@@ -285,8 +308,8 @@ fn teacher_info(detector: &Detector) -> Result<TeacherInfo> {
     Ok(TeacherInfo { path, sha256: output::sha256_hex(&bytes), input_size: [w, h], layout, names })
 }
 
-/// Creates the dataset folder, refuses to mix in another teacher's labels, clears temporaries a killed
-/// run left, and writes `data.yaml` unless one is there.
+/// Creates the dataset folder, refuses to mix in another teacher's labels, and clears temporaries a
+/// killed run left.
 fn prepare_output(out: &Path, manifest: &LabelManifest, force: bool) -> Result<()> {
     std::fs::create_dir_all(out).map_err(|e| Error::Core(headroom_core::Error::io(out, e)))?;
     if let Some(previous) = LabelManifest::read(out)?
@@ -296,27 +319,52 @@ fn prepare_output(out: &Path, manifest: &LabelManifest, force: bool) -> Result<(
         let reason = format!("{why}; label into a new --out, or pass --force to relabel every image");
         return Err(Error::Output { path: out.join(super::manifest::MANIFEST_FILE), reason });
     }
+    let top_level = ["data.yaml", split::TRAIN_LIST, split::VAL_LIST, super::manifest::MANIFEST_FILE];
     let removed = output::remove_stale_temporaries(&out.join("labels"))
-        + output::remove_stale_temporaries(&out.join("images"));
+        + output::remove_stale_temporaries(&out.join("images"))
+        + headroom_core::fsio::remove_stale_temporaries(out, &top_level)?.len();
     if removed > 0 {
         tracing::info!("removed {removed} temporary files left by an interrupted run");
     }
-    let yaml = out.join("data.yaml");
-    let names = serde_json::to_string(&manifest.settings.class_map.names).unwrap_or_default();
-    let text = format!(
-        "# Written by `headroom label` (teacher {}).\ntrain: images\nval: images\nnc: {}\nnames: {names}\n",
-        manifest.teacher.path.display(),
-        manifest.settings.class_map.names.len()
-    );
-    match std::fs::read_to_string(&yaml) {
-        Ok(existing) if existing != text => {
-            tracing::warn!(
-                "{} exists and is left as it is; check that its names are {names}",
-                yaml.display()
-            );
-        }
-        Ok(_) => {}
-        Err(_) => headroom_core::fsio::write_atomic(&yaml, text.as_bytes())?,
-    }
     Ok(())
+}
+
+/// The split of this run (fraction and seed resolved against the dataset's recorded one), checked
+/// before anything is written; warns when nothing is held out.
+fn plan_split(request: &LabelRequest, keys: &[String]) -> Result<SplitSummary> {
+    let refuse = |path: PathBuf, reason: String| Error::Output { path, reason };
+    let previous = LabelManifest::read(&request.out)?.map(|m| m.split);
+    let (val_fraction, seed) =
+        split::resolve(request.val_fraction, request.seed, previous.as_ref(), keys.len(), request.force)
+            .map_err(|reason| refuse(request.out.join(super::manifest::MANIFEST_FILE), reason))?;
+    split::check_train_not_empty(keys, seed, val_fraction)
+        .map_err(|reason| refuse(request.images.clone(), reason))?;
+    if val_fraction == 0.0 {
+        let why = match request.val_fraction {
+            Some(_) => "--val-fraction 0".to_string(),
+            None => format!(
+                "{} images, fewer than {} (pass --val-fraction to split anyway)",
+                keys.len(),
+                split::MIN_IMAGES_FOR_DEFAULT_SPLIT
+            ),
+        };
+        tracing::warn!(
+            "no held-out split ({why}): data.yaml's val is the training images, so `headroom train` picks \
+             best.onnx on images it trained on"
+        );
+    }
+    Ok(SplitSummary { val_fraction, seed, train: 0, val: 0 })
+}
+
+/// Writes the split of the finished images and the `data.yaml` naming it; counts them in `manifest`.
+fn write_split(out: &Path, keys: &[String], finished: &[bool], manifest: &mut LabelManifest) -> Result<()> {
+    let (fraction, seed) = (manifest.split.val_fraction, manifest.split.seed);
+    let listed: Vec<(String, bool)> = keys
+        .iter()
+        .zip(finished)
+        .filter(|(_, done)| **done)
+        .map(|(key, _)| (key.clone(), split::is_val(key, seed, fraction)))
+        .collect();
+    let header = format!("# Written by `headroom label` (teacher {}).\n", manifest.teacher.path.display());
+    split::write_split(out, &listed, &header, &manifest.settings.class_map.names, &mut manifest.split)
 }
