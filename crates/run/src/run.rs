@@ -97,6 +97,117 @@ struct EpochOutputs<'a> {
     threads: usize,
 }
 
+/// The model a run trains from: the student's file, re-normalised when the spec asks.
+struct Start {
+    /// Its bytes (what `last.onnx` and `best.onnx` are written back into).
+    bytes: Vec<u8>,
+    model: Model,
+    /// SHA-256 of the student's file as given.
+    base_sha: String,
+    inputs: Inputs,
+    renorm: Vec<crate::renorm::RenormStep>,
+}
+
+fn starting_model(spec: &RunSpec, threads: usize) -> Result<Start> {
+    let bytes = std::fs::read(&spec.model).map_err(|e| headroom_core::Error::io(&spec.model, e))?;
+    let base_sha = headroom_infer::label::output::sha256_hex(&bytes);
+    let model = Model::from_bytes(&bytes, &spec.model)?;
+    let inputs = Inputs::read(spec, &headroom_onnx::inspect::inspect(&model)?)?;
+    if spec.renorm == 0 {
+        return Ok(Start { bytes, model, base_sha, inputs, renorm: Vec::new() });
+    }
+    let (bytes, renorm) = crate::renorm::renormalise(
+        &spec.model,
+        &bytes,
+        spec.renorm,
+        &inputs.train,
+        &inputs.replay,
+        spec.settings.imgsz,
+        threads,
+    )?;
+    let model = Model::from_bytes(&bytes, &spec.model)?;
+    Ok(Start { bytes, model, base_sha, inputs, renorm })
+}
+
+/// Ultralytics' loss for the student's head (one-to-one for end-to-end heads).
+fn loss_for(inspection: &headroom_onnx::inspect::Inspection) -> LossConfig {
+    let (nc, reg_max, strides) =
+        (inspection.classes as i64, inspection.head.reg_max as i64, inspection.strides.clone());
+    if inspection.end_to_end {
+        LossConfig::one_to_one(nc, reg_max, strides)
+    } else {
+        LossConfig::one_to_many(nc, reg_max, strides)
+    }
+}
+
+/// Creates (or locks) the run folder and writes the spec: the first thing a run puts on disk.
+fn open_folder(
+    dir: &Path,
+    fresh: bool,
+    spec: &RunSpec,
+    start: &Start,
+) -> Result<headroom_core::fsio::OutputLock> {
+    let lock = folder::create_and_lock(dir)?;
+    sweep_temporaries(dir);
+    if fresh {
+        if dir.join(SPEC_FILE).exists() {
+            return Err(Error::Folder { dir: dir.to_path_buf(), reason: "another run started here".into() });
+        }
+    } else {
+        // The run's results are rewritten at its end (an extended run has more epochs).
+        let _ = std::fs::remove_file(dir.join(RESULTS_FILE));
+    }
+    spec.save(dir)?;
+    if !start.renorm.is_empty() {
+        // The starting point of the training: what re-normalisation alone gives.
+        headroom_core::fsio::write_atomic(&dir.join("renorm.onnx"), &start.bytes)?;
+    }
+    Ok(lock)
+}
+
+/// Gives the trainer its checkpoints, out-of-memory step-down, memory cap and stop request.
+fn configure(
+    trainer: &mut Trainer<'_>,
+    spec: &RunSpec,
+    dir: &Path,
+    gpu: bool,
+    options: &RunOptions,
+) -> Result<()> {
+    trainer.set_checkpoint_path(&dir.join("ckpt/last.pt"));
+    // Out of memory: one rung down, back to the last checkpoint (docs/PLAN.md).
+    trainer.set_out_of_memory(Box::new(LadderStepDown { gpu }));
+    if let Some(bytes) = spec.memory_cap_bytes()? {
+        let cap = MemoryCap::new(bytes, spec.memory_cap_after).ok_or_else(|| Error::Spec {
+            key: "--memory-cap".into(),
+            reason: "needs /proc/self/status (Linux)".into(),
+        })?;
+        tracing::debug!("--memory-cap: resident at the start of training {} MiB", cap.base >> 20);
+        trainer.set_memory_cap(cap);
+    }
+    if let Some(stop) = &options.stop {
+        trainer.set_stop(Arc::clone(stop));
+    }
+    Ok(())
+}
+
+/// A resumed run goes back to its last checkpoint (none: it starts again) and drops the metrics
+/// rows after it; a run without a checkpoint saves its start, what a step down goes back to.
+fn restore(trainer: &mut Trainer<'_>, dir: &Path, fresh: bool) -> Result<()> {
+    let checkpoint = dir.join("ckpt/last.pt");
+    if !fresh {
+        if checkpoint.exists() {
+            trainer.load_checkpoint(&checkpoint)?;
+        }
+        folder::truncate_metrics(dir, trainer.progress().epochs_done)?;
+        let p = trainer.progress();
+        tracing::info!("resuming {} at epoch {}, pass {}", dir.display(), p.epochs_done + 1, p.pass);
+    }
+    if !checkpoint.exists() {
+        trainer.save_start_checkpoint(&dir.join("ckpt/start.pt"))?;
+    }
+    Ok(())
+}
+
 fn execute(
     mut spec: RunSpec,
     dir: &Path,
@@ -109,97 +220,39 @@ fn execute(
     }
     let (device_text, preset) = device::resolve(&spec.device, device::cuda_available(), true)?;
     let device = device::torch_device(&device_text)?;
-    let original = std::fs::read(&spec.model).map_err(|e| headroom_core::Error::io(&spec.model, e))?;
-    let base_sha = headroom_infer::label::output::sha256_hex(&original);
-    let mut model = Model::from_bytes(&original, &spec.model)?;
-    let mut inputs = Inputs::read(&spec, &headroom_onnx::inspect::inspect(&model)?)?;
-    let mut bytes = original;
-    let mut renorm = Vec::new();
-    if spec.renorm > 0 {
-        let (w, h) = (spec.settings.imgsz[0], spec.settings.imgsz[1]);
-        let (renormalised, steps) = crate::renorm::renormalise(
-            &spec.model,
-            &bytes,
-            spec.renorm,
-            &inputs.train,
-            &inputs.replay,
-            [w, h],
-            options.threads,
-        )?;
-        (bytes, renorm) = (renormalised, steps);
-        model = Model::from_bytes(&bytes, &spec.model)?;
-    }
+    let mut start = starting_model(&spec, options.threads)?;
     let trainable = spec.trainable()?;
-    let student = Student::new(&model, trainable, device).map_err(|e| Error::Input {
+    let student = Student::new(&start.model, trainable, device).map_err(|e| Error::Input {
         path: spec.model.clone(),
         reason: format!("preparing for training ({trainable}): {e}"),
     })?;
-    check_batch(&spec, &model, &student)?;
+    check_batch(&spec, &start.model, &student)?;
     let inspection = student.inspection().clone();
-    let (nc, reg_max, strides) =
-        (inspection.classes as i64, inspection.head.reg_max as i64, inspection.strides.clone());
-    let loss = if inspection.end_to_end {
-        LossConfig::one_to_one(nc, reg_max, strides)
-    } else {
-        LossConfig::one_to_many(nc, reg_max, strides)
-    };
-    let mut trainer = Trainer::new(&student, spec.settings.clone(), loss)?;
-    let memory_cap = spec.memory_cap_bytes()?;
+    let mut trainer = Trainer::new(&student, spec.settings.clone(), loss_for(&inspection))?;
+    spec.memory_cap_bytes()?;
 
     // Everything that can refuse the run has been checked: the folder is created (or locked) now.
-    let _lock = folder::create_and_lock(dir)?;
-    sweep_temporaries(dir);
-    if fresh {
-        if dir.join(SPEC_FILE).exists() {
-            return Err(Error::Folder { dir: dir.to_path_buf(), reason: "another run started here".into() });
-        }
-    } else {
-        // The run's results are rewritten at its end (an extended run has more epochs).
-        let _ = std::fs::remove_file(dir.join(RESULTS_FILE));
-    }
-    spec.save(dir)?;
-    if !renorm.is_empty() {
-        // The starting point of the training: what re-normalisation alone gives.
-        headroom_core::fsio::write_atomic(&dir.join("renorm.onnx"), &bytes)?;
-    }
-
+    let _lock = open_folder(dir, fresh, &spec, &start)?;
+    let inputs = &mut start.inputs;
     trainer.set_soft_targets(std::mem::take(&mut inputs.soft));
     let mut all = inputs.train.clone();
     all.extend(inputs.replay.iter().cloned());
-    let trunk = trunk::trunk_for(&spec, &model, &student, &all, dir, &base_sha, options.threads, observer)?;
+    let trunk = trunk::trunk_for(
+        &spec,
+        &start.model,
+        &student,
+        &all,
+        dir,
+        &start.base_sha,
+        options.threads,
+        observer,
+    )?;
     trainer.set_trunk(trunk)?;
-    let checkpoint = dir.join("ckpt/last.pt");
-    trainer.set_checkpoint_path(&checkpoint);
-    // Out of memory: one rung down, back to the last checkpoint (docs/PLAN.md).
-    trainer.set_out_of_memory(Box::new(LadderStepDown { gpu: device.is_cuda() }));
-    if let Some(bytes) = memory_cap {
-        let cap = MemoryCap::new(bytes, spec.memory_cap_after).ok_or_else(|| Error::Spec {
-            key: "--memory-cap".into(),
-            reason: "needs /proc/self/status (Linux)".into(),
-        })?;
-        tracing::debug!("--memory-cap: resident at the start of training {} MiB", cap.base >> 20);
-        trainer.set_memory_cap(cap);
-    }
-    if let Some(stop) = &options.stop {
-        trainer.set_stop(Arc::clone(stop));
-    }
+    configure(&mut trainer, &spec, dir, device.is_cuda(), options)?;
     let setup = planner::setup_of(&spec.settings, trainable, spec.trunk, spec.cache_features, &inputs.train);
-    let mut estimate = planner::estimate_json(&model, &inspection, &preset, &setup);
+    let mut estimate = planner::estimate_json(&start.model, &inspection, &preset, &setup);
     tracing::info!("planner ({}): estimated peak {} MB for this run", preset.name, estimate["estimate_mb"]);
-    if !fresh {
-        // Killed before its first checkpoint: the run starts again from the beginning.
-        if checkpoint.exists() {
-            trainer.load_checkpoint(&checkpoint)?;
-        }
-        // Rows of epochs after the checkpoint are redone.
-        folder::truncate_metrics(dir, trainer.progress().epochs_done)?;
-        let p = trainer.progress();
-        tracing::info!("resuming {} at epoch {}, pass {}", dir.display(), p.epochs_done + 1, p.pass);
-    }
-    if !checkpoint.exists() {
-        // The state a step down goes back to before the first checkpoint of the run.
-        trainer.save_start_checkpoint(&dir.join("ckpt/start.pt"))?;
-    }
+    restore(&mut trainer, dir, fresh)?;
     tracing::info!(
         "training {} ({trainable}, {} parameters, {device:?}) on {} images, validating on {}; run folder {}",
         spec.model.display(),
@@ -208,20 +261,56 @@ fn execute(
         inputs.val.len(),
         dir.display()
     );
+    let (model_path, part) = (spec.model.clone(), spec.part.clone());
     let outputs = EpochOutputs {
         dir,
-        model: &spec.model,
-        bytes: &bytes,
-        base_sha: &base_sha,
-        part: &spec.part,
+        model: &model_path,
+        bytes: &start.bytes,
+        base_sha: &start.base_sha,
+        part: &part,
         threads: options.threads,
     };
+    let Some(best) = train_epochs(&mut trainer, &mut spec, &outputs, &start.inputs, options, observer)?
+    else {
+        return Ok(RunEnd::Interrupted);
+    };
+    let peak = folder::peak_rss_mb();
+    if let (Some(estimate_mb), Some(peak)) = (estimate["estimate_mb"].as_f64(), peak) {
+        // Every run checks the planner: its estimate against this run's measured peak.
+        estimate["error_pct_vs_peak_rss"] = (((estimate_mb - peak) / peak * 1000.0).round() / 10.0).into();
+    }
+    let results = serde_json::json!({
+        "run": dir,
+        "epochs": spec.settings.epochs,
+        "best_fitness": best,
+        "best": dir.join("best.onnx"),
+        "last": dir.join("last.onnx"),
+        "peak_rss_mb": peak,
+        "planner": estimate,
+        "steps_down": trainer.steps_down(),
+        "renorm": start.renorm,
+    });
+    let text = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
+    headroom_core::fsio::write_atomic(&dir.join(RESULTS_FILE), text.as_bytes())?;
+    Ok(RunEnd::Finished(results))
+}
+
+/// The epochs left: each trained, its steps down recorded, its end written. The best fitness, or
+/// `None` when the run stopped on request.
+fn train_epochs(
+    trainer: &mut Trainer<'_>,
+    spec: &mut RunSpec,
+    outputs: &EpochOutputs<'_>,
+    inputs: &Inputs,
+    options: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<Option<Option<f64>>> {
     let stop_requested = || options.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
-    let mut best = folder::read_best(dir);
+    let mut best = folder::read_best(outputs.dir);
     let epochs = spec.settings.epochs;
     for epoch in trainer.progress().epochs_done..epochs {
         if stop_requested() {
-            return Ok(RunEnd::Interrupted);
+            return Ok(None);
         }
         let images = inputs.epoch_images(spec.replay_fraction, spec.settings.seed, epoch);
         let logged = trainer.steps_down().len();
@@ -236,37 +325,19 @@ fn execute(
         if trainer.steps_down().len() > logged {
             // Recorded also when the epoch then failed: what the run tried is in run.log, and a
             // resumed run continues in the configuration it stepped down to.
-            folder::log_steps(dir, &trainer.steps_down()[logged..])?;
+            folder::log_steps(outputs.dir, &trainer.steps_down()[logged..])?;
             spec.settings = trainer.config().clone();
-            spec.save(dir)?;
+            spec.save(outputs.dir)?;
         }
         let stats = match stats {
-            Err(headroom_train::Error::Interrupted) => return Ok(RunEnd::Interrupted),
+            Err(headroom_train::Error::Interrupted) => return Ok(None),
             other => other?,
         };
-        let (report, better) = finish_epoch(&outputs, &trainer, stats, &inputs, best)?;
+        let (report, better) = finish_epoch(outputs, trainer, stats, inputs, best)?;
         best = better;
         observer.epoch_ended(&report);
     }
-    let peak = folder::peak_rss_mb();
-    if let (Some(estimate_mb), Some(peak)) = (estimate["estimate_mb"].as_f64(), peak) {
-        // Every run checks the planner: its estimate against this run's measured peak.
-        estimate["error_pct_vs_peak_rss"] = (((estimate_mb - peak) / peak * 1000.0).round() / 10.0).into();
-    }
-    let results = serde_json::json!({
-        "run": dir,
-        "epochs": epochs,
-        "best_fitness": best,
-        "best": dir.join("best.onnx"),
-        "last": dir.join("last.onnx"),
-        "peak_rss_mb": peak,
-        "planner": estimate,
-        "steps_down": trainer.steps_down(),
-        "renorm": renorm,
-    });
-    let text = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
-    headroom_core::fsio::write_atomic(&dir.join(RESULTS_FILE), text.as_bytes())?;
-    Ok(RunEnd::Finished(results))
+    Ok(Some(best))
 }
 
 /// The end of an epoch: the averaged weights written back into the model (`last.onnx`), evaluated

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# How much of the student-to-teacher gap a field retrain recovers, per `headroom train` setting, on
+# the demo scenario (the seeds of scripts/demo.sh): the student (models/demo/yolov8n-shapes-160.onnx)
+# and the field-aware teacher are scored on held-out `field` scenes (seed 12, true labels) and old
+# `base` scenes (seed 2); the teacher pseudo-labels 64 `field` images (seed 11) with label's default
+# held-out split (best.onnx is picked on it, so the reported splits selected nothing); each setting
+# trains 10 epochs with 1:1 replay of 64 `base` images (seed 1), and its best.onnx is scored on both.
+#
+# Usage: scripts/bench/adaptation.sh [WORK_DIR] [-- "NAME:FLAGS" ...]
+#   e.g. scripts/bench/adaptation.sh /tmp/adapt "head:--nbs 64" "all-auto:--train all --nbs auto"
+# Prints one Markdown row per setting (new scenes, share of the gap, old scenes, seconds) and the
+# load average. Needs scripts/setup.sh and a built headroom (cargo build -p headroom-cli).
+# shellcheck source=../lib/errtrap.sh
+source "$(dirname "$0")/../lib/errtrap.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=${1:-/tmp/headroom-adaptation}
+shift || true
+[ "${1:-}" = "--" ] && shift
+configs=("$@")
+if [ ${#configs[@]} -eq 0 ]; then
+  configs=("head nbs 64 (default):--nbs 64" "head nbs auto:--nbs auto" "neck+head nbs 64:--train neck+head --nbs 64"
+    "neck+head nbs auto:--train neck+head --nbs auto" "all nbs 64:--train all --nbs 64" "all nbs auto:--train all --nbs auto"
+    "head renorm 1:--nbs 64 --renorm 1" "all nbs auto renorm 1:--train all --nbs auto --renorm 1")
+fi
+# shellcheck source=/dev/null
+source "$root/.deps/env.sh"
+bin=${HEADROOM:-${CARGO_TARGET_DIR:-$root/target}/debug/headroom}
+[ -x "$bin" ] || { echo "adaptation.sh: no headroom binary at $bin (cargo build -p headroom-cli, or set HEADROOM)" >&2; exit 2; }
+model=$root/models/demo/yolov8n-shapes-160.onnx
+teacher=$root/models/demo/teacher-shapes-160.onnx
+mkdir -p "$work"
+synth() { [ -f "$work/$1/data.yaml" ] || "$bin" -q synth --preset "$2" --seed "$3" --train "$4" --val "$5" --out "$work/$1" >/dev/null; }
+synth base-train base 1 64 1
+synth base base 2 1 48
+synth field-train field 11 64 1
+synth field field 12 1 48
+[ -f "$work/labelled/data.yaml" ] || "$bin" -q label --teacher "$teacher" --images "$work/field-train/images/train" \
+  --out "$work/labelled" >/dev/null
+map() { "$bin" -q eval --model "$1" --data "$work/$2/data.yaml" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["metrics"]["map50_95"])'; }
+student_field=$(map "$model" field) student_base=$(map "$model" base) teacher_field=$(map "$teacher" field)
+python3 - "$student_field" "$teacher_field" "$student_base" <<'PY'
+import sys
+s, t, b = map(float, sys.argv[1:])
+print(f"student: field {s:.3f}, base {b:.3f}; teacher: field {t:.3f}; gap {t - s:.3f}")
+print("| setting | new scenes (field) | share of the gap | old scenes (base) | seconds |")
+print("|---|---|---|---|---|")
+PY
+for config in "${configs[@]}"; do
+  name=${config%%:*} flags=${config#*:}
+  dir="$work/runs/$(echo "$name" | tr ' +()' '____')"
+  rm -rf "$dir"
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  "$bin" -q train --model "$model" --data "$work/labelled/data.yaml" --replay "$work/base-train/data.yaml" \
+    --epochs 10 --batch 2 --threads 1 --project "$(dirname "$dir")" --name "$(basename "$dir")" $flags >/dev/null \
+    || { echo "| $name | failed | | | |"; continue; }
+  seconds=$(( $(date +%s) - start ))
+  python3 - "$name" "$(map "$dir/best.onnx" field)" "$(map "$dir/best.onnx" base)" "$student_field" "$teacher_field" \
+    "$student_base" "$seconds" <<'PY'
+import sys
+name = sys.argv[1]
+f, b, s, t, sb = map(float, sys.argv[2:7])
+print(f"| {name} | {f:.3f} ({f - s:+.3f}) | {100 * (f - s) / (t - s):.0f} % | {b:.3f} ({b - sb:+.3f}) | {sys.argv[7]} |")
+PY
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
