@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: tests the install scripts' logic against stubs (seconds), installs the
 # native dependencies (scripts/setup.sh), then runs every test of the workspace with libtorch and ONNX Runtime for real, clippy and rustfmt,
-# and the field retraining loop's kill test (scripts/tests/field_retrain.sh).
+# the install bundle with an empty environment (scripts/tests/bundle.sh) and the field retraining
+# loop's kill test (scripts/tests/field_retrain.sh).
 # Env: CARGO_TARGET_DIR (keep it between runs: the first libtorch build takes ~7 minutes).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
@@ -33,6 +34,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
 
 stage "cargo test --workspace (libtorch and ONNX Runtime linked)"
 cargo test --workspace --locked || fail "cargo test"
+
+stage "the install bundle run with an empty environment (scripts/tests/bundle.sh --profile dev)"
+bash scripts/tests/bundle.sh --profile dev || fail "the install bundle (see the FAIL lines above)"
 
 stage "the field retraining loop killed at every step (scripts/tests/field_retrain.sh)"
 bash scripts/tests/field_retrain.sh "${CARGO_TARGET_DIR:-$root/target}/debug/headroom" \

@@ -172,4 +172,10 @@ fn doctor_reports_each_native_library() {
     if !cfg!(feature = "onnxruntime") {
         assert!(report["onnxruntime"]["detail"].as_str().unwrap_or("").contains("onnxruntime"));
     }
+    // Where each library was loaded from, and its version (issue 22).
+    for name in ["onnxruntime", "libtorch"].into_iter().filter(|name| ok(name)) {
+        let library = report[name]["library"].as_str().unwrap_or("");
+        assert!(library.contains(if name == "libtorch" { "libtorch" } else { "libonnxruntime" }), "{report}");
+        assert!(report[name]["version"].as_str().unwrap_or("").starts_with(['1', '2']), "{report}");
+    }
 }

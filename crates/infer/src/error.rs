@@ -16,11 +16,13 @@ pub enum Error {
     },
     /// The ONNX Runtime shared library could not be found or loaded.
     #[error(
-        "cannot load ONNX Runtime from `{path}`: {reason} (run scripts/setup.sh and source .deps/env.sh, or set ORT_DYLIB_PATH to libonnxruntime.so.1.31.x)"
+        "cannot load ONNX Runtime from `{path}`: {reason} (looked at: {tried}; set ORT_DYLIB_PATH to libonnxruntime.so.1.31.x, put it in the lib/ folder beside the binary's bin/, or in a clone run scripts/setup.sh and source .deps/env.sh)"
     )]
     RuntimeLoad {
-        /// The library path tried.
+        /// The library path loaded.
         path: PathBuf,
+        /// Every place looked at, in order.
+        tried: String,
         /// What the loader said.
         reason: String,
     },

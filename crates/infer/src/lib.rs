@@ -4,7 +4,8 @@
 //! - [`decode`] (pure): output layouts and decoding with NMS.
 //! - [`provider`] (pure): execution provider settings.
 //! - [`runtime`] and [`detector`] (feature `onnxruntime`, on by default): ONNX Runtime loaded at run
-//!   time from `ORT_DYLIB_PATH` (scripts/setup.sh installs it), and a detector that letterboxes,
+//!   time from `ORT_DYLIB_PATH` (scripts/setup.sh installs it), else from the install bundle's
+//!   `lib/` beside the binary's folder, else the loader's search path; and a detector that letterboxes,
 //!   runs, decodes and maps boxes back to the image.
 //! - [`eval`]: precision, recall and mAP of a detector on a dataset split.
 //! - [`label`]: pseudo-labelling a folder of images with a teacher (`headroom label`).

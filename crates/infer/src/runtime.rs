@@ -16,22 +16,113 @@ pub const ORT_VERSION: &str = "1.31";
 
 static ENVIRONMENT: OnceLock<std::result::Result<Environment, String>> = OnceLock::new();
 
-/// The library path: `ORT_DYLIB_PATH`, else `libonnxruntime.so` from the loader's search path.
+/// Where ONNX Runtime is looked for, in order; the first that exists is loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibrarySearch {
+    /// The path that is loaded: `ORT_DYLIB_PATH` when set, else the first `libonnxruntime.so*`
+    /// in `<binary's folder>/../lib` (an installed bundle), else `libonnxruntime.so` from the
+    /// loader's search path (`LD_LIBRARY_PATH`, the system's folders).
+    pub chosen: PathBuf,
+    /// Every place looked at, for the error when loading fails.
+    pub tried: Vec<String>,
+}
+
+/// The library path that [`environment`] loads (see [`LibrarySearch::chosen`]).
 pub fn library_path() -> PathBuf {
-    std::env::var_os("ORT_DYLIB_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("libonnxruntime.so"))
+    library_search().chosen
+}
+
+/// Finds ONNX Runtime: `ORT_DYLIB_PATH`, the bundle's `lib/` beside the binary, the loader's path.
+pub fn library_search() -> LibrarySearch {
+    let exe = std::env::current_exe().ok();
+    let bundle_lib = exe.as_deref().and_then(Path::parent).map(|bin| bin.join("../lib"));
+    search(
+        std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty()).map(PathBuf::from),
+        bundle_lib.as_deref(),
+    )
+}
+
+fn search(env_path: Option<PathBuf>, bundle_lib: Option<&Path>) -> LibrarySearch {
+    if let Some(path) = env_path {
+        return LibrarySearch { tried: vec![format!("ORT_DYLIB_PATH={}", path.display())], chosen: path };
+    }
+    let mut tried = vec!["ORT_DYLIB_PATH (not set)".to_string()];
+    if let Some(lib) = bundle_lib {
+        let lib = lib.canonicalize().unwrap_or_else(|_| lib.to_path_buf());
+        if let Some(found) = bundled_library(&lib) {
+            tried.push(found.display().to_string());
+            return LibrarySearch { chosen: found, tried };
+        }
+        tried.push(format!("{}/libonnxruntime.so* (none)", lib.display()));
+    }
+    tried.push("libonnxruntime.so on the loader's search path (LD_LIBRARY_PATH, ld.so.cache)".into());
+    LibrarySearch { chosen: PathBuf::from("libonnxruntime.so"), tried }
+}
+
+/// `dir/libonnxruntime.so` if it exists, else the `libonnxruntime.so.X.Y.Z` with the highest
+/// version in `dir` (a bundle ships the versioned file alone).
+fn bundled_library(dir: &Path) -> Option<PathBuf> {
+    let plain = dir.join("libonnxruntime.so");
+    if plain.is_file() {
+        return Some(plain);
+    }
+    let mut versioned: Vec<(Vec<u64>, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let version = name.strip_prefix("libonnxruntime.so.")?;
+            let parts = version.split('.').map(|p| p.parse::<u64>().ok()).collect::<Option<Vec<_>>>()?;
+            entry.path().is_file().then(|| (parts, entry.path()))
+        })
+        .collect();
+    versioned.sort();
+    versioned.pop().map(|(_, path)| path)
+}
+
+/// The version the loaded ONNX Runtime reports (`OrtGetApiBase()->GetVersionString()`, e.g.
+/// `1.31.1`); `None` before [`environment`] succeeded.
+#[allow(unsafe_code)]
+pub fn loaded_version() -> Option<String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    ENVIRONMENT.get()?.as_ref().ok()?;
+    let path = std::ffi::CString::new(library_path().as_os_str().as_bytes()).ok()?;
+    // SAFETY: RTLD_NOLOAD returns the library `ort::init_from` already loaded (or null) and only adds
+    // a reference, dropped by the dlclose below. `OrtGetApiBase` has this signature in every ONNX
+    // Runtime, and returns a pointer to a static struct whose `GetVersionString` returns a static
+    // NUL-terminated string; it is copied before the handle is closed.
+    unsafe {
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if handle.is_null() {
+            return None;
+        }
+        let symbol = libc::dlsym(handle, c"OrtGetApiBase".as_ptr());
+        let mut version = None;
+        if !symbol.is_null() {
+            let get_api_base: unsafe extern "system" fn() -> *const ort::sys::OrtApiBase =
+                std::mem::transmute(symbol);
+            let base = get_api_base();
+            if !base.is_null() {
+                let text = ((*base).GetVersionString)();
+                if !text.is_null() {
+                    version = std::ffi::CStr::from_ptr(text).to_str().ok().map(str::to_string);
+                }
+            }
+        }
+        libc::dlclose(handle);
+        version
+    }
 }
 
 /// Loads ONNX Runtime (once; later calls return the same environment or the same error).
 pub fn environment() -> Result<Environment> {
-    let path = library_path();
+    let LibrarySearch { chosen: path, tried } = library_search();
     let env = ENVIRONMENT.get_or_init(|| {
         let builder = ort::init_from(&path).map_err(|e| e.to_string())?;
         // Nothing phones home, and nothing is written under the user's home (DESIGN.md).
         builder.with_name("headroom").with_telemetry(false).build().map_err(|e| e.to_string())
     });
-    env.clone().map_err(|reason| Error::RuntimeLoad { path, reason })
+    env.clone().map_err(|reason| Error::RuntimeLoad { path, tried: tried.join("; "), reason })
 }
 
 /// Opens `model` with `options`. Returns the session and the provider that runs it: the first of
@@ -163,6 +254,29 @@ fn register_tensorrt(_builder: &mut SessionBuilder, _options: &SessionOptions) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression for issue 22: an installed bundle (`bin/headroom`, `lib/libonnxruntime.so.X`)
+    /// finds ONNX Runtime with no ORT_DYLIB_PATH; the newest versioned file wins, and the
+    /// environment variable still comes first.
+    #[test]
+    fn onnxruntime_is_found_in_the_bundle_lib_folder() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let lib = dir.path().join("lib");
+        std::fs::create_dir(&lib).expect("lib");
+        let none = search(None, Some(&lib));
+        assert_eq!(none.chosen, PathBuf::from("libonnxruntime.so"));
+        assert_eq!(none.tried.len(), 3, "{:?}", none.tried);
+        for name in
+            ["libonnxruntime.so.1.9.0", "libonnxruntime.so.1.31.1", "libonnxruntime_providers_shared.so"]
+        {
+            std::fs::write(lib.join(name), b"").expect("write");
+        }
+        let found = search(None, Some(&lib));
+        assert_eq!(found.chosen.file_name().and_then(|n| n.to_str()), Some("libonnxruntime.so.1.31.1"));
+        let env = search(Some(PathBuf::from("/x/libonnxruntime.so.1.31.1")), Some(&lib));
+        assert_eq!(env.chosen, PathBuf::from("/x/libonnxruntime.so.1.31.1"));
+        assert_eq!(env.tried, vec!["ORT_DYLIB_PATH=/x/libonnxruntime.so.1.31.1".to_string()]);
+    }
 
     /// The CPU-only ONNX Runtime here has neither GPU provider: asking for one is an error naming it
     /// (not compiled in, or rejected at registration), and `fallback` runs on the CPU instead.

@@ -29,6 +29,26 @@ struct Report {
 struct Check {
     ok: bool,
     detail: String,
+    /// The file the library was loaded from (as the process mapped it), when it loaded.
+    library: Option<PathBuf>,
+    /// The library's version, when it says.
+    version: Option<String>,
+}
+
+impl Check {
+    fn failed(detail: String) -> Self {
+        Self { ok: false, detail, library: None, version: None }
+    }
+}
+
+/// The file of the first shared library mapped into this process whose name starts with `stem`
+/// (`libtorch_cpu.so`): where the loader really found it, whatever path was asked for.
+fn loaded_library(stem: &str) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .map(PathBuf::from)
+        .find(|path| path.file_name().and_then(|n| n.to_str()).is_some_and(|name| name.starts_with(stem)))
 }
 
 fn check_onnxruntime(model: Option<PathBuf>) -> Check {
@@ -47,31 +67,50 @@ fn check_onnxruntime(model: Option<PathBuf>) -> Check {
             None => Ok("loaded (no model given to run)".to_string()),
         });
         match result {
-            Ok(detail) => Check { ok: true, detail: format!("{} — {detail}", path.display()) },
-            Err(e) => Check { ok: false, detail: e.to_string() },
+            Ok(detail) => {
+                let library = loaded_library("libonnxruntime.so").or(Some(path));
+                let version = headroom_infer::runtime::loaded_version();
+                let from = library.as_deref().unwrap_or_else(|| std::path::Path::new("?")).display();
+                Check {
+                    ok: true,
+                    detail: format!(
+                        "ONNX Runtime {} from {from} — {detail}",
+                        version.as_deref().unwrap_or("(version unknown)")
+                    ),
+                    library,
+                    version,
+                }
+            }
+            Err(e) => Check::failed(e.to_string()),
         }
     }
     #[cfg(not(feature = "onnxruntime"))]
     {
         let _ = (model, SessionOptions::default());
-        Check { ok: false, detail: "built without the `onnxruntime` feature".into() }
+        Check::failed("built without the `onnxruntime` feature".into())
     }
 }
 
 fn check_libtorch() -> Check {
     match headroom_train::libtorch_check() {
-        Ok(r) => Check {
-            ok: r.loss_after < r.loss_before,
-            detail: format!(
-                "libtorch {} ({} threads, CUDA {}): conv + Adam loss {:.4} -> {:.4}",
-                r.version,
-                r.threads,
-                if r.cuda_available { "available" } else { "not available" },
-                r.loss_before,
-                r.loss_after
-            ),
-        },
-        Err(e) => Check { ok: false, detail: e.to_string() },
+        Ok(r) => {
+            let library = loaded_library("libtorch_cpu.so").or_else(|| loaded_library("libtorch.so"));
+            let from = library.as_deref().map(|p| format!(" from {}", p.display())).unwrap_or_default();
+            Check {
+                ok: r.loss_after < r.loss_before,
+                detail: format!(
+                    "libtorch {}{from} ({} threads, CUDA {}): conv + Adam loss {:.4} -> {:.4}",
+                    r.version,
+                    r.threads,
+                    if r.cuda_available { "available" } else { "not available" },
+                    r.loss_before,
+                    r.loss_after
+                ),
+                library,
+                version: Some(r.version.to_string()),
+            }
+        }
+        Err(e) => Check::failed(e.to_string()),
     }
 }
 

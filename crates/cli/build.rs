@@ -1,0 +1,15 @@
+//! Gives the `headroom` binary a RUNPATH of `$ORIGIN/../lib`, so an installed bundle
+//! (`bin/headroom` beside `lib/` with libtorch; scripts/bundle.sh) starts with an empty environment.
+//! A development build still finds libtorch through `LD_LIBRARY_PATH` (.deps/env.sh), which the
+//! loader searches before RUNPATH.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    if target_os == "linux" {
+        // `$ORIGIN` reaches the linker literally (no shell between cargo and it); RUNPATH, not the
+        // older RPATH, so that LD_LIBRARY_PATH still overrides it.
+        println!("cargo:rustc-link-arg-bins=-Wl,-rpath,$ORIGIN/../lib");
+        println!("cargo:rustc-link-arg-bins=-Wl,--enable-new-dtags");
+    }
+}

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Builds the install bundle headroom-VERSION-TARGET-linux.tar.gz: everything the binary needs to run
+# with an empty environment, laid out as it is installed (docs/GUIDE.md "Get the binary"):
+#   bin/headroom                 RUNPATH $ORIGIN/../lib (crates/cli/build.rs); debug info stripped
+#   lib/                         exactly the libraries it loads that are not the system's: what `ldd`
+#                                resolves into LIBTORCH (libtorch_cpu, libc10, libgomp, libcudart,
+#                                libcupti) and libonnxruntime.so.X.Y.Z — real files, no symlinks
+#   configs/                     device and run presets
+#   scripts/field-retrain.sh     the field loop (docs/FIELD.md), with scripts/lib/errtrap.sh
+#   models/demo/                 the demo student and teacher (the field loop's default teacher)
+#   share/doc/headroom/          `headroom [CMD] --help` of every subcommand, README, FIELD.md
+#   install.sh                   copies it under a prefix (default /opt/headroom); --systemd adds
+#                                the field loop's service and timer
+#   BUILD-INFO, SHA256SUMS
+#
+# Usage: scripts/bundle.sh [--profile release|dev] [--out DIR] [--target x86_64|aarch64]
+#   --profile  release (default; its first build compiles tch's C++ wrapper again, ~7 min on 2
+#              cores) or dev (reuses the debug build of scripts/test.sh)
+#   --out      where the tarball goes (default: dist/); the unpacked folder is left beside it
+#   --target   x86_64 (default) or aarch64: cross-built by `scripts/cross-build.sh native` against
+#              the aarch64 PyPI wheels (CPU only; after `scripts/cross-build.sh setup`), its
+#              --help texts made under qemu
+# Env: CARGO_TARGET_DIR (as for cargo; reused), HEADROOM_DEPS (see scripts/setup.sh); for aarch64
+#      those of scripts/cross/native.sh (NATIVE_TARGET_DIR, HEADROOM_DEPS_AARCH64).
+# The Jetson bundle (CUDA libtorch and ONNX Runtime from JetPack) is not made here yet (issue 22).
+# shellcheck source=lib/errtrap.sh
+source "$(dirname "$0")/lib/errtrap.sh"
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+fail() { echo "bundle: error: $*" >&2; exit 1; }
+step() { headroom_step "$*"; echo "bundle: $*" >&2; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+profile=release out="$root/dist" target=x86_64
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --profile) [ $# -ge 2 ] || usage; profile=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
+    --target) [ $# -ge 2 ] || usage; target=$2; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "bundle: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+case "$profile" in
+  release) cargo_profile=(--release); profile_dir=release ;;
+  dev) cargo_profile=(); profile_dir=debug ;;
+  *) fail "--profile $profile: expected release or dev" ;;
+esac
+[ "$(uname -m)" = x86_64 ] || fail "this script builds on x86_64; on $(uname -m) see docs/CROSS.md"
+case "$target" in
+  x86_64) tools=(cargo ldd readelf strip objdump); strip_tool="strip"; objdump_tool="objdump" ;;
+  aarch64) tools=(aarch64-linux-gnu-readelf aarch64-linux-gnu-strip aarch64-linux-gnu-objdump qemu-aarch64-static)
+    strip_tool=aarch64-linux-gnu-strip; objdump_tool=aarch64-linux-gnu-objdump ;;
+  *) fail "--target $target: expected x86_64 or aarch64" ;;
+esac
+for tool in "${tools[@]}" tar gzip sha256sum; do
+  command -v "$tool" >/dev/null || fail "$tool is needed (binutils, coreutils, tar, gzip, a Rust toolchain; aarch64: scripts/cross-build.sh setup)"
+done
+mkdir -p "$out" || fail "cannot create --out $out"
+out=$(cd "$out" && pwd)
+
+if [ "$target" = x86_64 ]; then
+  # The libraries the checkout already builds with: without HEADROOM_DEPS, setup.sh would install a
+  # second copy into .deps/ and point .deps/env.sh (and so the next cargo build) at it.
+  if [ -z "${HEADROOM_DEPS:-}" ] && [ -f "$root/.deps/env.sh" ]; then
+    existing=$(sed -n 's/^export LIBTORCH="\(.*\)"$/\1/p' "$root/.deps/env.sh")
+    if [ -n "$existing" ]; then export HEADROOM_DEPS="${existing%/libtorch}"; fi
+  fi
+  step "native dependencies (scripts/setup.sh, HEADROOM_DEPS=${HEADROOM_DEPS:-$root/.deps})"
+  "$root/scripts/setup.sh" || fail "scripts/setup.sh (see its message above)"
+  # shellcheck source=/dev/null
+  source "$root/.deps/env.sh"
+  target_dir=${CARGO_TARGET_DIR:-$root/target}
+  step "cargo build -p headroom-cli --locked ${cargo_profile[*]} (into $target_dir)"
+  (cd "$root" && cargo build -p headroom-cli --locked "${cargo_profile[@]}") || fail "cargo build failed (see above)"
+  built="$target_dir/$profile_dir/headroom"
+  run_target() { "$@"; }
+else
+  step "aarch64 libraries and build (scripts/cross-build.sh native deps, build ${cargo_profile[*]})"
+  "$root/scripts/cross-build.sh" native deps || fail "scripts/cross-build.sh native deps (see above)"
+  "$root/scripts/cross-build.sh" native build --locked "${cargo_profile[@]}" \
+    || fail "scripts/cross-build.sh native build (see above)"
+  native_env_text=$("$root/scripts/cross-build.sh" native env) || fail "scripts/cross-build.sh native env failed"
+  eval "$(grep '^export ' <<<"$native_env_text")"
+  built="$CARGO_TARGET_DIR/aarch64-unknown-linux-gnu/$profile_dir/headroom"
+  # An x86 host cannot exec the binary: qemu runs it (with the fake /proc/cpuinfo of the prefix).
+  run_target() { "$root/scripts/cross/qemu-runner.sh" "$@"; }
+fi
+[ -x "$built" ] || fail "the build left no $built"
+# shellcheck disable=SC2016  # a literal $ORIGIN
+readelf -d "$built" | grep -q 'RUNPATH.*\$ORIGIN/\.\./lib' \
+  || fail "$built has no RUNPATH \$ORIGIN/../lib (crates/cli/build.rs sets it): rebuild with cargo clean -p headroom-cli"
+
+version=$(run_target "$built" --version | awk '{print $2}') || fail "$built --version failed"
+[ -n "$version" ] || fail "$built --version printed no version"
+name="headroom-$version-$target-linux"
+stage="$out/$name"
+step "assembling $stage ($profile profile)"
+rm -rf "$stage" "$stage.tmp"
+mkdir -p "$stage.tmp"/{bin,lib,scripts/lib,models,share/doc/headroom}
+
+"$strip_tool" --strip-debug -o "$stage.tmp/bin/headroom" "$built" || fail "strip $built"
+
+# lib/: every library ldd resolves into LIBTORCH (transitively), copied under the name the loader
+# asks for, as a real file; then ONNX Runtime, which the binary dlopens (crates/infer/src/runtime.rs).
+# "Into LIBTORCH": under LIBTORCH itself or a folder its lib/ links point into (setup.sh's layout).
+libtorch_roots=("$(cd "$LIBTORCH" && pwd -P)")
+for f in "$LIBTORCH"/lib/*; do libtorch_roots+=("$(dirname "$(readlink -f "$f")")"); done
+from_libtorch() {
+  local root
+  for root in "${libtorch_roots[@]}"; do
+    case "$1" in "$root"/*) return 0 ;; esac
+  done
+  return 1
+}
+copied=0
+if [ "$target" = x86_64 ]; then
+  ldd_out=$(LD_LIBRARY_PATH="$LIBTORCH/lib" ldd "$built") || fail "ldd $built failed"
+  if grep -q 'not found' <<<"$ldd_out"; then fail "ldd: $(grep 'not found' <<<"$ldd_out" | tr -s ' \t' ' ')"; fi
+  while read -r soname path; do
+    [ -e "$path" ] || continue
+    real=$(readlink -f "$path")
+    from_libtorch "$real" || from_libtorch "$(cd "$(dirname "$path")" && pwd -P)/x" || continue
+    cp "$real" "$stage.tmp/lib/$soname" || fail "cannot copy $real"
+    copied=$((copied + 1))
+  done < <(awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' <<<"$ldd_out")
+else
+  # No ldd for a foreign binary: the closure of DT_NEEDED over LIBTORCH/lib, read with readelf.
+  needed() { aarch64-linux-gnu-readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+  queue=("$built") seen=" "
+  while [ ${#queue[@]} -gt 0 ]; do
+    file=${queue[0]}; queue=("${queue[@]:1}")
+    for soname in $(needed "$file"); do
+      case "$seen" in *" $soname "*) continue ;; esac
+      seen+="$soname "
+      [ -e "$LIBTORCH/lib/$soname" ] || continue
+      real=$(readlink -f "$LIBTORCH/lib/$soname")
+      cp "$real" "$stage.tmp/lib/$soname" || fail "cannot copy $real"
+      queue+=("$real")
+      copied=$((copied + 1))
+    done
+  done
+fi
+[ "$copied" -gt 0 ] || fail "ldd resolved nothing into $LIBTORCH: is the binary built with the libtorch feature?"
+[ -f "${ORT_DYLIB_PATH:-}" ] || fail "ORT_DYLIB_PATH=${ORT_DYLIB_PATH:-} is not a file (scripts/setup.sh writes it)"
+ort_real=$(readlink -f "$ORT_DYLIB_PATH")
+cp "$ort_real" "$stage.tmp/lib/$(basename "$ort_real")" || fail "cannot copy $ort_real"
+chmod 0644 "$stage.tmp"/lib/*
+chmod 0755 "$stage.tmp/bin/headroom"
+
+cp -R "$root/configs" "$stage.tmp/configs"
+cp "$root/scripts/field-retrain.sh" "$stage.tmp/scripts/"
+cp "$root/scripts/lib/errtrap.sh" "$stage.tmp/scripts/lib/"
+cp -R "$root/models/demo" "$stage.tmp/models/demo"
+cp "$root/scripts/bundle/install.sh" "$stage.tmp/install.sh"
+chmod 0755 "$stage.tmp/install.sh" "$stage.tmp/scripts/field-retrain.sh"
+cp "$root/README.md" "$root/docs/FIELD.md" "$root/docs/GUIDE.md" "$stage.tmp/share/doc/headroom/"
+
+# Every library the bundled binary needs must now resolve inside lib/ or on the system, with an
+# empty environment.
+if [ "$target" = x86_64 ]; then
+  ldd_bundle=$(env -i PATH=/usr/bin:/bin ldd "$stage.tmp/bin/headroom") || fail "ldd of the bundled binary failed"
+  if grep -q 'not found' <<<"$ldd_bundle"; then
+    fail "the bundled binary cannot find: $(grep 'not found' <<<"$ldd_bundle" | tr -s ' \t' ' ')"
+  fi
+  while read -r soname path; do
+    if from_libtorch "$(readlink -f "$path")"; then fail "the bundled binary loads $soname from $path, not from lib/"; fi
+  done < <(awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' <<<"$ldd_bundle")
+else
+  for file in "$stage.tmp/bin/headroom" "$stage.tmp"/lib/*; do
+    for soname in $(needed "$file"); do
+      [ -e "$stage.tmp/lib/$soname" ] || [ -e "/lib/aarch64-linux-gnu/$soname" ] \
+        || [ -e "/usr/lib/aarch64-linux-gnu/$soname" ] || [ "$soname" = ld-linux-aarch64.so.1 ] \
+        || fail "$(basename "$file") needs $soname, which is neither in lib/ nor a system library"
+    done
+  done
+fi
+if find "$stage.tmp" -type l | grep -q .; then fail "symlinks in the bundle: $(find "$stage.tmp" -type l)"; fi
+
+step "writing the --help text of every subcommand (by running the bundled binary)"
+# With an empty environment: the bundle's RUNPATH and lib/ alone (qemu gets no LD_LIBRARY_PATH either).
+if [ "$target" = x86_64 ]; then
+  run_bundled() { env -i PATH=/usr/bin:/bin "$stage.tmp/bin/headroom" "$@"; }
+else
+  run_bundled() { env -i PATH=/usr/bin:/bin "$root/scripts/cross/qemu-runner.sh" "$stage.tmp/bin/headroom" "$@"; }
+fi
+doc="$stage.tmp/share/doc/headroom"
+run_bundled --help > "$doc/headroom.txt" || fail "bin/headroom --help failed with an empty environment"
+subcommands=$(awk '/^Commands:/ {on = 1; next} on && /^$/ {exit} on && $1 != "help" {print $1}' "$doc/headroom.txt")
+[ -n "$subcommands" ] || fail "found no subcommands in headroom --help"
+for sub in $subcommands; do
+  run_bundled "$sub" --help > "$doc/headroom-$sub.txt" || fail "bin/headroom $sub --help failed"
+done
+
+{
+  echo "headroom $version, $target Linux, CPU (libtorch and ONNX Runtime CPU builds from PyPI wheels); $profile profile"
+  echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "built: $(date -u +%FT%TZ) with $(rustc --version)"
+  echo "libtorch: $(cat "$LIBTORCH/build-version" 2>/dev/null || echo unknown); ONNX Runtime: $(basename "$ort_real" | sed 's/^libonnxruntime\.so\.//')"
+  echo "needs: glibc >= $("$objdump_tool" -T "$stage.tmp/bin/headroom" "$stage.tmp"/lib/*.so* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n1), libstdc++ (GLIBCXX) >= $("$objdump_tool" -T "$stage.tmp/bin/headroom" "$stage.tmp"/lib/*.so* 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' | sed 's/GLIBCXX_//' | sort -uV | tail -n1) from the system"
+  echo "lib/: $(find "$stage.tmp/lib" -type f -printf '%f\n' | sort | tr '\n' ' ')"
+} > "$stage.tmp/BUILD-INFO"
+sums=$(cd "$stage.tmp" && find . -type f -print0 | sort -z | xargs -0 sha256sum) || fail "sha256sum failed"
+printf '%s\n' "$sums" > "$stage.tmp/SHA256SUMS"
+mv "$stage.tmp" "$stage"
+
+step "packing $out/$name.tar.gz"
+tar -C "$out" -czf "$out/$name.tar.gz.tmp" "$name" || fail "tar failed (disk full?)"
+mv "$out/$name.tar.gz.tmp" "$out/$name.tar.gz"
+packed=$(du -m "$out/$name.tar.gz" | cut -f1)
+unpacked=$(du -sm "$stage" | cut -f1)
+step "done: $out/$name.tar.gz ($packed MB; $unpacked MB unpacked in $stage)"
+echo "$out/$name.tar.gz"

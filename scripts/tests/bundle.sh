@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Test of the install bundle (scripts/bundle.sh, issue 22): builds it, unpacks it into an empty
+# folder and runs it there with an empty environment (`env -i PATH=/usr/bin:/bin`: no LIBTORCH,
+# LD_LIBRARY_PATH or ORT_DYLIB_PATH): --version, doctor (both libraries loaded from the bundle's
+# lib/), synth, label with the demo teacher, a 2-step train of the demo student; then install.sh
+# into a prefix with --systemd (units pointing at the installed binary) and the installed doctor;
+# and install.sh's refusal of a prefix it cannot create.
+#   scripts/tests/bundle.sh [--profile dev|release] [--target x86_64|aarch64]
+# (default dev: reuses scripts/test.sh's build). aarch64: the bundle of `scripts/bundle.sh --target
+# aarch64`, every command run under qemu (scripts/cross/qemu-runner.sh, itself under env -i), and
+# install.sh must refuse it on this x86_64 host.
+# Prints PASS/FAIL per step; exits 1 on any failure. Env: CARGO_TARGET_DIR, HEADROOM_DEPS.
+# shellcheck source=../lib/errtrap.sh
+source "$(dirname "$0")/../lib/errtrap.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+profile=dev target=x86_64
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --profile) profile=${2:?--profile needs dev or release}; shift 2 ;;
+    --target) target=${2:?--target needs x86_64 or aarch64}; shift 2 ;;
+    *) echo "bundle.sh (test): unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+# check DESCRIPTION CMD...: runs CMD (output to $tmp/log), prints PASS or FAIL with the log's tail.
+check() {
+  local what=$1; shift
+  if "$@" >"$tmp/log" 2>&1; then
+    echo "PASS $what"
+  else
+    echo "FAIL $what (exit $?)" >&2
+    tail -n 15 "$tmp/log" | sed 's/^/     /' >&2
+    failures=$((failures + 1))
+  fi
+}
+clean() { env -i PATH=/usr/bin:/bin "$@"; }
+# hr BIN ARGS...: runs a headroom binary of the bundle's target with an empty environment.
+if [ "$target" = x86_64 ]; then
+  hr() { clean "$@"; }
+else
+  hr() { clean "$root/scripts/cross/qemu-runner.sh" "$@"; }
+fi
+
+check "scripts/bundle.sh --profile $profile --target $target builds the bundle" \
+  bash "$root/scripts/bundle.sh" --profile "$profile" --target "$target" --out "$tmp/dist"
+tarball=$(find "$tmp/dist" -maxdepth 1 -name "headroom-*-$target-linux.tar.gz" -print -quit)
+if [ -z "$tarball" ]; then
+  echo "FAIL no headroom-*-$target-linux.tar.gz in $tmp/dist: nothing else to test" >&2
+  exit 1
+fi
+mkdir "$tmp/unpacked"
+check "the tarball unpacks into an empty folder" tar -C "$tmp/unpacked" -xzf "$tarball"
+b=$(find "$tmp/unpacked" -mindepth 1 -maxdepth 1 -type d -print -quit)
+b=${b:-$tmp/unpacked/missing}
+rm -rf "${tarball%.tar.gz}"   # bundle.sh's own unpacked copy: not needed here (500 MB)
+echo "     bundle: $(du -m "$tarball" | cut -f1) MB packed, $(du -sm "$b" | cut -f1) MB unpacked"
+
+has_layout() {
+  local f
+  for f in bin/headroom install.sh BUILD-INFO SHA256SUMS configs/devices.toml configs/runs.toml \
+    scripts/field-retrain.sh scripts/lib/errtrap.sh models/demo/teacher-shapes-160.onnx \
+    share/doc/headroom/headroom.txt share/doc/headroom/headroom-train.txt \
+    lib/libtorch_cpu.so lib/libc10.so; do
+    [ -f "$b/$f" ] || { echo "missing $f"; return 1; }
+  done
+  compgen -G "$b/lib/libonnxruntime.so.*" >/dev/null || { echo "missing lib/libonnxruntime.so.*"; return 1; }
+  if find "$b" -type l | grep .; then echo "symlinks above"; return 1; fi
+  (cd "$b" && sha256sum --quiet -c SHA256SUMS)
+}
+check "layout: bin/, lib/ (real files), configs/, scripts/, models/, share/doc/ with --help texts, checksums" has_layout
+# shellcheck disable=SC2016  # a literal $ORIGIN
+check 'bin/headroom has RUNPATH $ORIGIN/../lib' bash -c "readelf -d '$b/bin/headroom' | grep 'RUNPATH.*\$ORIGIN/\.\./lib'"
+
+check "env -i bin/headroom --version" hr "$b/bin/headroom" --version
+t0=$(date +%s.%N)
+check "env -i bin/headroom doctor" hr "$b/bin/headroom" doctor
+t1=$(date +%s.%N)
+echo "     doctor: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s wall"
+doctor_loads_from_bundle() {
+  hr "$b/bin/headroom" doctor --json > "$tmp/doctor.json" || return 1
+  python3 - "$tmp/doctor.json" "$b/lib" <<'PY'
+import json, os, sys
+report, lib = json.load(open(sys.argv[1])), os.path.realpath(sys.argv[2])
+for name in ("onnxruntime", "libtorch"):
+    path = report[name].get("library") or ""
+    print(name, report[name].get("version"), path)
+    assert os.path.realpath(path).startswith(lib + os.sep), f"{name} loaded from {path}, not {lib}"
+PY
+}
+check "doctor --json: ONNX Runtime and libtorch are loaded from the bundle's lib/" doctor_loads_from_bundle
+
+check "env -i bin/headroom synth (4 train + 2 val images)" \
+  hr "$b/bin/headroom" -q synth --out "$tmp/data" --train 4 --val 2 --seed 3
+check "env -i bin/headroom label 4 images with models/demo/teacher-shapes-160.onnx" \
+  hr "$b/bin/headroom" -q label --teacher "$b/models/demo/teacher-shapes-160.onnx" \
+  --images "$tmp/data/images/train" --out "$tmp/labelled"
+check "env -i bin/headroom train: 2 steps (--epochs 1 --nbs 2) of models/demo/yolov8n-shapes-160.onnx" \
+  hr "$b/bin/headroom" -q train --model "$b/models/demo/yolov8n-shapes-160.onnx" \
+  --data "$tmp/labelled/data.yaml" --epochs 1 --batch 2 --nbs 2 --threads 2 \
+  --project "$tmp/runs" --name bundle
+check "train wrote best.onnx" test -s "$tmp/runs/bundle/best.onnx"
+
+refuses_foreign() {
+  local out rc=0
+  out=$(clean bash "$b/install.sh" --prefix "$tmp/opt" 2>&1) || rc=$?
+  echo "$out"
+  [ "$rc" = 1 ] && grep -q "this bundle is for $target" <<<"$out" && [ ! -e "$tmp/opt" ]
+}
+if [ "$target" != "$(uname -m)" ]; then
+  check "install.sh refuses a $target bundle on this $(uname -m) machine" refuses_foreign
+  if [ "$failures" -gt 0 ]; then echo "bundle.sh: $failures check(s) FAILED" >&2; exit 1; fi
+  echo "bundle.sh: all checks passed ($target under qemu; install.sh runs only on the device)"
+  exit 0
+fi
+
+touch "$tmp/a-file"
+refuses() {
+  local out rc=0
+  out=$(clean bash "$b/install.sh" --prefix "$tmp/a-file/opt" 2>&1) || rc=$?
+  echo "$out"
+  [ "$rc" = 1 ] && grep -q "not a folder" <<<"$out" && [ ! -e "$tmp/a-file/opt" ]
+}
+check "install.sh refuses a prefix it cannot create (exit 1, says why)" refuses
+check "install.sh --prefix TMP/opt --systemd" \
+  clean bash "$b/install.sh" --prefix "$tmp/opt" --systemd --systemd-dir "$tmp/systemd"
+check "env -i TMP/opt/bin/headroom doctor (installed)" clean "$tmp/opt/bin/headroom" doctor
+units_point_at_install() {
+  grep -qx "Environment=HEADROOM_BIN=$tmp/opt/bin/headroom" "$tmp/systemd/headroom-field.service" &&
+    grep -q "^ExecStart=$tmp/opt/scripts/field-retrain.sh \\\$HEADROOM_FIELD_ARGS$" "$tmp/systemd/headroom-field.service" &&
+    grep -q "^EnvironmentFile=$tmp/opt/etc/field.env$" "$tmp/systemd/headroom-field.service" &&
+    grep -q '^HEADROOM_FIELD_ARGS=--images ' "$tmp/opt/etc/field.env" &&
+    grep -q '^OnCalendar=' "$tmp/systemd/headroom-field.timer"
+}
+check "the systemd service and timer run the installed field loop with the installed binary" units_point_at_install
+field_loop_starts() {
+  local out rc=0
+  out=$(clean HEADROOM_BIN="$tmp/opt/bin/headroom" "$tmp/opt/scripts/field-retrain.sh" --rollback \
+    --deployed "$tmp/none.onnx" 2>&1) || rc=$?
+  echo "$out"
+  [ "$rc" = 1 ] && grep -q "no such file" <<<"$out"
+}
+check "the installed field loop starts (its presets and errtrap found; --rollback of a missing model: exit 1)" field_loop_starts
+echo 'HEADROOM_FIELD_ARGS=--images /mine' > "$tmp/opt/etc/field.env"
+check "a reinstall replaces the files and keeps etc/field.env" \
+  bash -c "env -i PATH=/usr/bin:/bin bash '$b/install.sh' --prefix '$tmp/opt' --systemd --systemd-dir '$tmp/systemd' && grep -qx 'HEADROOM_FIELD_ARGS=--images /mine' '$tmp/opt/etc/field.env' && '$tmp/opt/bin/headroom' --version"
+
+if [ "$failures" -gt 0 ]; then
+  echo "bundle.sh: $failures check(s) FAILED" >&2
+  exit 1
+fi
+echo "bundle.sh: all checks passed"
