@@ -11,7 +11,9 @@ mod with_libraries {
     use std::process::Stdio;
     use std::time::{Duration, Instant};
 
-    use crate::common::{demo_model, headroom, headroom_command, s, synth_field};
+    use crate::common::{
+        assert_same_columns, demo_model, headroom, headroom_command, metrics_rows, s, synth_field,
+    };
 
     fn synth(dir: &Path) -> std::path::PathBuf {
         synth_field(dir, 12, 6)
@@ -44,8 +46,7 @@ mod with_libraries {
     }
 
     fn rows(dir: &Path) -> Vec<Vec<String>> {
-        let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap_or_default();
-        text.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect()).collect()
+        metrics_rows(dir)
     }
 
     #[test]
@@ -117,17 +118,7 @@ mod with_libraries {
 
     /// Losses and metrics of every epoch as in the straight run (seconds and memory differ).
     fn assert_same_rows(resumed_rows: &[Vec<String>], straight_rows: &[Vec<String>]) {
-        assert_eq!(resumed_rows.len(), straight_rows.len(), "{resumed_rows:?}");
-        for (a, b) in resumed_rows.iter().zip(straight_rows) {
-            for column in [1, 2, 3, 4, 11, MAP] {
-                let (x, y) = (a[column].parse::<f64>().expect("num"), b[column].parse::<f64>().expect("num"));
-                assert!(
-                    (x - y).abs() <= 1e-5 * y.abs().max(1.0),
-                    "epoch {} column {column}: {x} vs {y}",
-                    a[0]
-                );
-            }
-        }
+        assert_same_columns(resumed_rows, straight_rows, &[1, 2, 3, 4, 11, MAP]);
     }
 
     #[test]

@@ -13,7 +13,9 @@ mod with_libraries {
     use std::process::Stdio;
     use std::time::{Duration, Instant};
 
-    use crate::common::{demo_model, headroom, headroom_command, repo_root, s, synth_field};
+    use crate::common::{
+        assert_same_columns, demo_model, headroom, headroom_command, metrics_rows, repo_root, s, synth_field,
+    };
 
     fn synth(dir: &Path) -> PathBuf {
         synth_field(dir, 12, 6)
@@ -51,31 +53,6 @@ mod with_libraries {
 
     fn stderr(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-
-    fn metrics(dir: &Path) -> Vec<String> {
-        std::fs::read_to_string(dir.join("metrics.csv"))
-            .unwrap_or_default()
-            .lines()
-            .skip(1)
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// The losses and mAP of every row as in `expected` (to float noise: 1e-5 relative).
-    fn assert_same_losses(rows: &[String], expected: &[String]) {
-        assert_eq!(rows.len(), expected.len(), "{rows:?}");
-        for (a, b) in rows.iter().zip(expected) {
-            let (a, b): (Vec<&str>, Vec<&str>) = (a.split(',').collect(), b.split(',').collect());
-            for column in [1, 2, 3, 12] {
-                let (x, y): (f64, f64) = (a[column].parse().expect("num"), b[column].parse().expect("num"));
-                assert!(
-                    (x - y).abs() <= 1e-5 * y.abs().max(1.0),
-                    "epoch {} column {column}: {x} vs {y}",
-                    a[0]
-                );
-            }
-        }
     }
 
     #[test]
@@ -130,7 +107,7 @@ mod with_libraries {
             "1",
         ]);
         assert!(same.status.success(), "{}", stderr(&same));
-        assert_eq!(metrics(&run_dir).len(), 2);
+        assert_eq!(metrics_rows(&run_dir).len(), 2);
         let config = std::fs::read_to_string(run_dir.join("config.toml")).expect("config");
         assert!(config.contains("part = \"neck+head\"") && config.contains("epochs = 2"), "{config}");
 
@@ -193,7 +170,11 @@ mod with_libraries {
         std::fs::write(&foreign, "someone else's").expect("write");
         let resumed = headroom(&["train", "--resume", s(&stopped)]);
         assert!(resumed.status.success(), "{}", stderr(&resumed));
-        assert_same_losses(&metrics(&stopped), &metrics(&project.join("straight")));
+        assert_same_columns(
+            &metrics_rows(&stopped),
+            &metrics_rows(&project.join("straight")),
+            &[1, 2, 3, 12],
+        );
         assert!(!stale.exists() && foreign.exists(), "only the run's own stale temporaries are removed");
     }
 

@@ -62,3 +62,23 @@ pub fn synth_field(dir: &std::path::Path, train: usize, val: usize) -> PathBuf {
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     out.join("data.yaml")
 }
+
+/// `metrics.csv` rows of a run (header skipped), split into columns.
+#[allow(dead_code)]
+pub fn metrics_rows(dir: &std::path::Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap_or_default();
+    text.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect()).collect()
+}
+
+/// The `columns` of every row as in `expected`, to float noise (1e-5 relative): what a resumed
+/// run must end with against the uninterrupted one.
+#[allow(dead_code)]
+pub fn assert_same_columns(rows: &[Vec<String>], expected: &[Vec<String>], columns: &[usize]) {
+    assert_eq!(rows.len(), expected.len(), "{rows:?}");
+    for (a, b) in rows.iter().zip(expected) {
+        for &column in columns {
+            let (x, y) = (a[column].parse::<f64>().expect("num"), b[column].parse::<f64>().expect("num"));
+            assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "epoch {} column {column}: {x} vs {y}", a[0]);
+        }
+    }
+}
