@@ -16,6 +16,10 @@ mod synth;
 mod train;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod train_plan;
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod train_progress;
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod train_spec;
 
 use clap::{Parser, Subcommand};
 

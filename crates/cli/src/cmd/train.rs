@@ -241,7 +241,7 @@ fn resume_dir(args: &Args) -> anyhow::Result<Option<PathBuf>> {
 
 /// A file path as given, made absolute so that a run resumes from any folder.
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn absolute(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
+pub(super) fn absolute(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
     std::path::absolute(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))
 }
 
@@ -252,7 +252,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
 
     let interrupt = super::interrupt::Interrupt::install()?;
     let options = RunOptions { threads: args.threads, stop: Some(interrupt.flag()) };
-    let mut observer = TerminalObserver::default();
+    let mut observer = super::train_progress::TerminalObserver::default();
     let end = match resume_dir(args)? {
         Some(dir) => {
             anyhow::ensure!(
@@ -260,7 +260,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
                 "--plan auto plans a new run; --resume continues with the run's own settings"
             );
             let saved = RunSpec::load(&headroom_run::folder::existing_run_dir(&dir)?)?;
-            let asked = spec_from_args(args, Some(&saved))?;
+            let asked = super::train_spec::spec_from_args(args, Some(&saved))?;
             for (setting, was, now) in saved.differences(&asked) {
                 if setting != "settings.epochs" {
                     return Err(
@@ -272,7 +272,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             headroom_run::run::resume(&dir, epochs, &options, &mut observer)?
         }
         None => {
-            let mut spec = spec_from_args(args, None)?;
+            let mut spec = super::train_spec::spec_from_args(args, None)?;
             if args.plan == PlanMode::Auto {
                 super::train_plan::plan_auto(&mut spec, &args.budget)?;
             }
@@ -309,297 +309,4 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
 #[cfg(not(all(feature = "onnxruntime", feature = "libtorch")))]
 fn run_with_libraries(_args: &Args) -> anyhow::Result<Outcome> {
     Err(headroom_train::Error::FeatureDisabled { feature: "libtorch" }.into())
-}
-
-/// The spec a command line asks for: every flag for a new run (`base` None); for a resumed run
-/// the saved spec with the flags given on the command line applied (what is then compared).
-/// Derived values (the optimiser of `--optimizer auto`, the input size, AMP) are derived the same
-/// way for both.
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn spec_from_args(
-    args: &Args,
-    base: Option<&headroom_run::spec::RunSpec>,
-) -> anyhow::Result<headroom_run::spec::RunSpec> {
-    use headroom_run::spec::{RunSpec, TrunkKind};
-    use headroom_train::config::{OptimizerKind, TrainConfig};
-
-    let given = |id: &str| base.is_none() || args.given.iter().any(|g| g == id);
-    let model = match (&args.model, base) {
-        (Some(m), _) => absolute("--model", m)?,
-        (None, Some(b)) => b.model.clone(),
-        (None, None) => anyhow::bail!("--model is required for a new run"),
-    };
-    let data = match (&args.data, base) {
-        (Some(d), _) => absolute("--data", d)?,
-        (None, Some(b)) => b.data.clone(),
-        (None, None) => anyhow::bail!("--data is required for a new run"),
-    };
-    let mut spec = base.cloned().unwrap_or_else(|| RunSpec::new(model.clone(), data.clone()));
-    spec.model = model;
-    spec.data = data;
-    if given("train") || given("freeze") {
-        let trainable: headroom_onnx::Trainable = match args.freeze {
-            Some(n) => headroom_onnx::Trainable::Freeze(n),
-            None => args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?,
-        };
-        spec.part = trainable.to_string();
-    }
-    if given("device") {
-        spec.device = args.device.clone();
-    }
-    if given("replay") {
-        spec.replay = args.replay.as_deref().map(|p| absolute("--replay", p)).transpose()?;
-    }
-    if given("replay_fraction") {
-        spec.replay_fraction = args.replay_fraction;
-    }
-    if given("remap") {
-        spec.remap = args.remap.clone();
-    }
-    if given("trunk") {
-        spec.trunk = if args.trunk == TrunkArg::Torch { TrunkKind::Torch } else { TrunkKind::Ort };
-    }
-    if given("cache_features") {
-        spec.cache_features = args.cache_features;
-    }
-    if given("memory_cap") {
-        spec.memory_cap = args.memory_cap.clone();
-    }
-    if given("renorm") {
-        spec.renorm = args.renorm;
-    }
-    if given("memory_cap_after") {
-        spec.memory_cap_after = args.memory_cap_after;
-    }
-    apply_setting_flags(args, &given, &mut spec.settings)?;
-    let set = |flag: &str| given(flag);
-    let s = &mut spec.settings;
-    if set("amp") || set("device") {
-        s.amp = args.amp && spec.device != "cpu" && headroom_run::device::cuda_available();
-        if args.amp && !s.amp {
-            tracing::warn!(
-                "--amp: mixed precision is for CUDA; on the CPU this run trains in fp32 (config.toml records amp = false)"
-            );
-        }
-    }
-    // Sized from the run's own epochs and batch (set above); on resume only when given.
-    if set("nbs") {
-        spec.settings.nbs = match args.nbs {
-            Nbs::Fixed(n) => n,
-            Nbs::Auto => {
-                let new = train_images(&spec.data)?;
-                let replayed = if spec.replay.is_some() {
-                    (new as f64 * spec.replay_fraction).round() as usize
-                } else {
-                    0
-                };
-                let s = &spec.settings;
-                let nbs = headroom_train::schedule::nominal_batch_for(new + replayed, s.epochs, s.batch);
-                tracing::info!(
-                    "--nbs auto: {nbs} ({} images per epoch, {} epochs: {} optimiser steps)",
-                    new + replayed,
-                    s.epochs,
-                    (new + replayed).div_ceil(nbs) * s.epochs
-                );
-                nbs
-            }
-        };
-    }
-    let needs_model = set("imgsz") || set("optimizer") || set("lr0");
-    if needs_model {
-        let model = headroom_onnx::Model::load(&spec.model)?;
-        let inspection = headroom_onnx::inspect::inspect(&model)?;
-        let s = &mut spec.settings;
-        if set("imgsz") {
-            s.imgsz = input_size(&spec.model, args.imgsz, &inspection)?;
-        }
-        if set("optimizer") || set("lr0") {
-            if let Some(lr0) = args.lr0 {
-                anyhow::ensure!(lr0 > 0.0 && lr0 < 1.0, "--lr0 {lr0} is not in (0, 1)");
-            }
-            match args.optimizer {
-                OptimizerArg::Auto => {
-                    if let Some(lr0) = args.lr0 {
-                        tracing::warn!(
-                            "--lr0 {lr0} is ignored: --optimizer auto chooses the rate (use sgd or adamw to set it)"
-                        );
-                    }
-                    let images = train_images(&spec.data)?;
-                    *s = s.clone().with_auto_optimizer(images, inspection.classes);
-                    tracing::info!(
-                        "--optimizer auto: {:?} lr0 {} momentum {}",
-                        s.optimizer,
-                        s.lr0,
-                        s.momentum
-                    );
-                }
-                chosen => {
-                    let defaults = TrainConfig::default();
-                    s.optimizer =
-                        if chosen == OptimizerArg::Adamw { OptimizerKind::AdamW } else { OptimizerKind::Sgd };
-                    s.lr0 = args.lr0.unwrap_or(defaults.lr0);
-                    s.momentum = defaults.momentum;
-                }
-            }
-        }
-    }
-    spec.validate()?;
-    Ok(spec)
-}
-
-/// The flags that set one training setting each, where `given` says a flag applies.
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn apply_setting_flags(
-    args: &Args,
-    given: &dyn Fn(&str) -> bool,
-    s: &mut headroom_train::config::TrainConfig,
-) -> anyhow::Result<()> {
-    let set = given;
-    if set("epochs") {
-        s.epochs = args.epochs;
-    }
-    if set("batch") {
-        s.batch = args.batch;
-    }
-    if set("cos_lr") {
-        s.cos_lr = args.cos_lr;
-    }
-    if set("max_grad_norm") {
-        s.max_grad_norm = args.max_grad_norm;
-    }
-    if set("flip") {
-        s.flip = args.flip;
-    }
-    if set("kd") {
-        s.kd = args.kd;
-    }
-    if set("anchor") {
-        s.anchor = args.anchor;
-    }
-    if set("hsv") {
-        [s.augment.hsv_h, s.augment.hsv_s, s.augment.hsv_v] = hsv_gains(&args.hsv)?;
-    }
-    if set("translate") {
-        s.augment.translate = args.translate;
-    }
-    if set("scale") {
-        s.augment.scale = args.scale;
-    }
-    if set("mosaic") {
-        s.augment.mosaic = args.mosaic;
-    }
-    if set("no_checkpoint") {
-        s.checkpoint = !args.no_checkpoint;
-    }
-    if set("save_period") {
-        s.save_period = args.save_period;
-    }
-    if set("seed") {
-        s.seed = args.seed;
-    }
-    Ok(())
-}
-
-/// Images in the train split of `data` (Ultralytics' optimiser rule counts them).
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn train_images(data: &Path) -> anyhow::Result<usize> {
-    use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
-    let config = DataConfig::load(data)?;
-    Ok(load_split(&config, Split::Train, LoadOptions::default())?.images.len())
-}
-
-/// The input size: the export's; `--imgsz` for a dynamic export, rounded up to the largest stride.
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn input_size(
-    model: &Path,
-    imgsz: Option<usize>,
-    inspection: &headroom_onnx::inspect::Inspection,
-) -> anyhow::Result<[u32; 2]> {
-    let [h, w] = inspection.inspected_size;
-    let Some(wanted) = imgsz else { return Ok([w as u32, h as u32]) };
-    let fixed = inspection.input_shape.iter().skip(2).all(|d| matches!(d, headroom_onnx::Dim::Known(_)));
-    if fixed {
-        anyhow::ensure!(
-            wanted as i64 == h && wanted as i64 == w,
-            "{}: the export's input is fixed at {h}x{w}; --imgsz {wanted} needs an export at that size \
-             (or dynamic=True)",
-            model.display()
-        );
-        return Ok([w as u32, h as u32]);
-    }
-    let stride = inspection.strides.iter().copied().max().unwrap_or(32) as usize;
-    let rounded = wanted.div_ceil(stride) * stride;
-    if rounded != wanted {
-        tracing::warn!("--imgsz {wanted} is not a multiple of the largest stride {stride}: using {rounded}");
-    }
-    Ok([rounded as u32, rounded as u32])
-}
-
-/// Progress of a run on the terminal: a bar per epoch (losses, speed, peak memory) and a line per
-/// epoch's end.
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-#[derive(Default)]
-struct TerminalObserver {
-    bar: Option<indicatif::ProgressBar>,
-    epoch: usize,
-    epochs: usize,
-}
-
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-impl headroom_run::observer::Observer for TerminalObserver {
-    fn caching(&mut self, done: usize, total: usize) {
-        let bar = self.bar.get_or_insert_with(|| super::progress::bar(0, "caching trunk features"));
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    }
-
-    fn cached(&mut self, ok: bool) {
-        if let Some(bar) = self.bar.take() {
-            super::progress::end(&bar, ok);
-        }
-    }
-
-    fn epoch_started(&mut self, epoch: usize, epochs: usize) {
-        (self.epoch, self.epochs) = (epoch, epochs);
-        self.bar = Some(super::progress::bar(0, &format!("{}/{epochs}", epoch + 1)));
-    }
-
-    fn pass(&mut self, done: usize, total: usize, c: [f64; 4]) {
-        let Some(bar) = &self.bar else { return };
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(format!(
-            "{}/{} box {:.3} cls {:.3} dfl {:.3} kd {:.3} peak {:.0} MB",
-            self.epoch + 1,
-            self.epochs,
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            headroom_run::folder::peak_rss_mb().unwrap_or(0.0)
-        ));
-    }
-
-    fn epoch_trained(&mut self, ok: bool) {
-        if let Some(bar) = self.bar.take() {
-            super::progress::end(&bar, ok);
-        }
-    }
-
-    fn epoch_ended(&mut self, r: &headroom_run::observer::EpochReport) {
-        let s = &r.stats;
-        eprintln!(
-            "epoch {}/{}: loss box {:.4} cls {:.4} dfl {:.4} kd {:.4}, val mAP50 {:.4} mAP50-95 {:.4}{} ({:.1} s)",
-            s.epoch + 1,
-            r.epochs,
-            s.loss[0],
-            s.loss[1],
-            s.loss[2],
-            s.kd,
-            r.metrics.map50,
-            r.metrics.map50_95,
-            if r.best { ", best" } else { "" },
-            s.seconds
-        );
-    }
 }

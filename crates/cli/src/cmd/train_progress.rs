@@ -1,0 +1,68 @@
+//! Progress of `headroom train` on the terminal: the run layer's observer.
+
+/// Progress of a run on the terminal: a bar per epoch (losses, speed, peak memory) and a line per
+/// epoch's end.
+#[derive(Default)]
+pub struct TerminalObserver {
+    bar: Option<indicatif::ProgressBar>,
+    epoch: usize,
+    epochs: usize,
+}
+
+impl headroom_run::observer::Observer for TerminalObserver {
+    fn caching(&mut self, done: usize, total: usize) {
+        let bar = self.bar.get_or_insert_with(|| super::progress::bar(0, "caching trunk features"));
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    }
+
+    fn cached(&mut self, ok: bool) {
+        if let Some(bar) = self.bar.take() {
+            super::progress::end(&bar, ok);
+        }
+    }
+
+    fn epoch_started(&mut self, epoch: usize, epochs: usize) {
+        (self.epoch, self.epochs) = (epoch, epochs);
+        self.bar = Some(super::progress::bar(0, &format!("{}/{epochs}", epoch + 1)));
+    }
+
+    fn pass(&mut self, done: usize, total: usize, c: [f64; 4]) {
+        let Some(bar) = &self.bar else { return };
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(format!(
+            "{}/{} box {:.3} cls {:.3} dfl {:.3} kd {:.3} peak {:.0} MB",
+            self.epoch + 1,
+            self.epochs,
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            headroom_run::folder::peak_rss_mb().unwrap_or(0.0)
+        ));
+    }
+
+    fn epoch_trained(&mut self, ok: bool) {
+        if let Some(bar) = self.bar.take() {
+            super::progress::end(&bar, ok);
+        }
+    }
+
+    fn epoch_ended(&mut self, r: &headroom_run::observer::EpochReport) {
+        let s = &r.stats;
+        eprintln!(
+            "epoch {}/{}: loss box {:.4} cls {:.4} dfl {:.4} kd {:.4}, val mAP50 {:.4} mAP50-95 {:.4}{} ({:.1} s)",
+            s.epoch + 1,
+            r.epochs,
+            s.loss[0],
+            s.loss[1],
+            s.loss[2],
+            s.kd,
+            r.metrics.map50,
+            r.metrics.map50_95,
+            if r.best { ", best" } else { "" },
+            s.seconds
+        );
+    }
+}
