@@ -8,6 +8,8 @@
 #
 # Usage: scripts/bench/adaptation.sh [WORK_DIR] [-- "NAME:FLAGS" ...]
 #   e.g. scripts/bench/adaptation.sh /tmp/adapt "head:--nbs 64" "all-auto:--train all --nbs auto"
+# Env: ADAPT_EPOCHS (10; a setting's own --epochs wins), ADAPT_FIELD_IMAGES (64 field images labelled),
+#      ADAPT_PRESET (field: the shifted scenes' synth preset), ADAPT_PARALLEL (1: settings at a time).
 # Prints one Markdown row per setting (new scenes, share of the gap, old scenes, seconds) and the
 # load average. Needs scripts/setup.sh and a built headroom (cargo build -p headroom-cli).
 # shellcheck source=../lib/errtrap.sh
@@ -32,8 +34,9 @@ mkdir -p "$work"
 synth() { [ -f "$work/$1/data.yaml" ] || "$bin" -q synth --preset "$2" --seed "$3" --train "$4" --val "$5" --out "$work/$1" >/dev/null; }
 synth base-train base 1 64 1
 synth base base 2 1 48
-synth field-train field 11 64 1
-synth field field 12 1 48
+preset=${ADAPT_PRESET:-field} field_images=${ADAPT_FIELD_IMAGES:-64} epochs=${ADAPT_EPOCHS:-10}
+synth field-train "$preset" 11 "$field_images" 1
+synth field "$preset" 12 1 48
 [ -f "$work/labelled/data.yaml" ] || "$bin" -q label --teacher "$teacher" --images "$work/field-train/images/train" \
   --out "$work/labelled" >/dev/null
 map() { "$bin" -q eval --model "$1" --data "$work/$2/data.yaml" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["metrics"]["map50_95"])'; }
@@ -45,22 +48,31 @@ print(f"student: field {s:.3f}, base {b:.3f}; teacher: field {t:.3f}; gap {t - s
 print("| setting | new scenes (field) | share of the gap | old scenes (base) | seconds |")
 print("|---|---|---|---|---|")
 PY
-for config in "${configs[@]}"; do
-  name=${config%%:*} flags=${config#*:}
-  dir="$work/runs/$(echo "$name" | tr ' +()' '____')"
+# run_one NAME FLAGS: trains one setting and prints its row.
+run_one() {
+  local name=$1 flags=$2 dir start seconds epoch_flag=()
+  dir="$work/runs/$(echo "$name" | tr ' +()=,' '______')"
   rm -rf "$dir"
+  [[ " $flags " == *" --epochs "* ]] || epoch_flag=(--epochs "$epochs")
   start=$(date +%s)
   # shellcheck disable=SC2086
   "$bin" -q train --model "$model" --data "$work/labelled/data.yaml" --replay "$work/base-train/data.yaml" \
-    --epochs 10 --batch 2 --threads 1 --project "$(dirname "$dir")" --name "$(basename "$dir")" $flags >/dev/null \
-    || { echo "| $name | failed | | | |"; continue; }
+    "${epoch_flag[@]}" --batch 2 --threads 1 --project "$(dirname "$dir")" --name "$(basename "$dir")" $flags \
+    >"$dir.log" 2>&1 || { echo "| $name | failed (see $dir.log) | | | |"; return; }
   seconds=$(( $(date +%s) - start ))
   python3 - "$name" "$(map "$dir/best.onnx" field)" "$(map "$dir/best.onnx" base)" "$student_field" "$teacher_field" \
     "$student_base" "$seconds" <<'PY'
 import sys
 name = sys.argv[1]
 f, b, s, t, sb = map(float, sys.argv[2:7])
-print(f"| {name} | {f:.3f} ({f - s:+.3f}) | {100 * (f - s) / (t - s):.0f} % | {b:.3f} ({b - sb:+.3f}) | {sys.argv[7]} |")
+print(f"| {name} | {f:.3f} ({f - s:+.3f}) | {100 * (f - s) / (t - s):.0f} % | {b:.3f} ({b - sb:+.3f}) | {sys.argv[7]} |", flush=True)
 PY
+}
+mkdir -p "$work/runs"
+parallel=${ADAPT_PARALLEL:-1}
+for config in "${configs[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n; done
+  run_one "${config%%:*}" "${config#*:}" &
 done
+wait
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -153,7 +153,13 @@ fn read_names(map: &Mapping) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
-/// `nc`: an integer, or anything Ultralytics' `float(nc)` turns into a whole number (`10.0`, `'10'`).
+/// The most classes a dataset may declare. The largest detection vocabularies in use (LVIS 1,203,
+/// Objects365 365, Open Images 601) are far below it; a larger `nc` is a typo, and generating
+/// placeholder names for it would exhaust memory (found by fuzzing: `nc: 0000000000138492511`).
+pub const MAX_CLASSES: usize = 100_000;
+
+/// `nc`: an integer, or anything Ultralytics' `float(nc)` turns into a whole number (`10.0`, `'10'`),
+/// at most [`MAX_CLASSES`].
 fn read_nc(value: &Value) -> Result<usize, String> {
     let number = match value {
         Value::Number(n) => n.as_f64(),
@@ -161,7 +167,10 @@ fn read_nc(value: &Value) -> Result<usize, String> {
         _ => None,
     };
     match number {
-        Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => Ok(n as usize),
+        Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= MAX_CLASSES as f64 => Ok(n as usize),
+        Some(n) if n.fract() == 0.0 && n > MAX_CLASSES as f64 => {
+            Err(format!("`nc: {n}` is more than {MAX_CLASSES} classes; is it a typo?"))
+        }
         _ => Err(format!("`nc: {}` must be a whole number", scalar_text(value).unwrap_or_default())),
     }
 }
@@ -351,6 +360,8 @@ mod tests {
             ("train: t\nval: v\nnames: {0: a, x: c}\n", "`names:` key `x` is not a class index"),
             ("train: t\nval: v\nnames: [a, b]\nnc: 3\n", "`names:` has 2 entries but `nc: 3`"),
             ("train: t\nval: v\nnames: [a]\nnc: 1.5\n", "`nc: 1.5` must be a whole number"),
+            // Fuzzing found it: placeholder names for 138 million classes exhausted memory.
+            ("train: t\nval: v\nnc: 000000000138492511\n", "is more than 100000 classes"),
             ("train: t\nval: v\nnames: [a]\npath: 3\n", "`path:` must be text, not a number"),
             ("train: t\nval: v\nnames: [a]\npath: nowhere\n", "`path: nowhere` not found"),
             ("train: {a: 1}\nval: v\nnames: [a]\n", "`train:` must be a path or a list of paths"),
