@@ -270,6 +270,43 @@ mod with_libraries {
         );
     }
 
+    /// `--teacher`: the teacher runs on every batch; its dense term is in the kd column, the
+    /// teacher is saved with the run, and a teacher whose anchors or classes differ, or a feature
+    /// cache beside it, is refused before anything is written.
+    #[test]
+    fn dense_distillation_from_a_teacher_run_on_each_batch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path());
+        let project = dir.path().join("runs");
+        let teacher = crate::common::repo_root().join("models/demo/teacher-shapes-160.onnx");
+        let mut dense = epochs(args(&data, &project, "dense"), "1");
+        dense.extend(["--teacher", s(&teacher), "--mosaic", "1"]);
+        let run = headroom(&dense);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let kd: f64 = rows(&project.join("dense"))[0][4].parse().expect("kd_loss");
+        assert!(kd > 0.0 && kd.is_finite(), "dense term {kd}");
+        let config = std::fs::read_to_string(project.join("dense/config.toml")).expect("config.toml");
+        assert!(config.contains("teacher-shapes-160.onnx") && config.contains("dense_kd = 1.0"), "{config}");
+
+        let fixture = |name: &str| crate::common::repo_root().join("tests/fixtures/onnx").join(name);
+        let (numbered, garbage) = (fixture("yolov8n-w00625-nc3-640.onnx"), dir.path().join("garbage.onnx"));
+        std::fs::write(&garbage, b"not a model").expect("write");
+        for (teacher, extra, want) in [
+            (numbered.as_path(), None, "classes are 0, 1, 2 but the student's are circle, square, triangle"),
+            (garbage.as_path(), None, "the teacher cannot be read"),
+            (teacher.as_path(), Some("--cache-features"), "drop --cache-features or --teacher"),
+        ] {
+            let mut a = epochs(args(&data, &project, "refused"), "1");
+            a.extend(["--teacher", s(teacher)]);
+            a.extend(extra);
+            let run = headroom(&a);
+            let stderr = String::from_utf8_lossy(&run.stderr);
+            assert_eq!(run.status.code(), Some(2), "{a:?}: {stderr}");
+            assert!(stderr.contains(want), "`{want}` not in {stderr}");
+            assert!(!project.join("refused").exists(), "{want}: nothing written");
+        }
+    }
+
     /// `--remap` maps a dataset's classes onto the student's (by name or id, or drops them).
     #[test]
     fn remap_trains_a_dataset_with_other_classes() {

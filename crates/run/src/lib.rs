@@ -25,6 +25,8 @@ pub mod renorm;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod run;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod teacher;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 mod trunk;
 
 pub use error::{Error, Result};

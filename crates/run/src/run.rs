@@ -20,7 +20,7 @@ use crate::folder::{self, RESULTS_FILE};
 use crate::inputs::Inputs;
 use crate::observer::{EpochReport, Observer};
 use crate::spec::{RunSpec, SPEC_FILE};
-use crate::{Error, Result, device, planner, trunk};
+use crate::{Error, Result, device, planner, teacher, trunk};
 
 /// How a run is carried out (what does not shape its result).
 #[derive(Debug, Clone, Default)]
@@ -230,6 +230,10 @@ fn execute(
     let inspection = student.inspection().clone();
     let mut trainer = Trainer::new(&student, spec.settings.clone(), loss_for(&inspection))?;
     spec.memory_cap_bytes()?;
+    let teacher = match &spec.teacher {
+        Some(path) => Some(teacher::open(path, &inspection, spec.settings.imgsz, options.threads)?),
+        None => None,
+    };
 
     // Everything that can refuse the run has been checked: the folder is created (or locked) now.
     let _lock = open_folder(dir, fresh, &spec, &start)?;
@@ -248,6 +252,9 @@ fn execute(
         observer,
     )?;
     trainer.set_trunk(trunk)?;
+    if let Some(teacher) = teacher {
+        trainer.set_teacher(teacher.into_teacher(device))?;
+    }
     configure(&mut trainer, &spec, dir, device.is_cuda(), options)?;
     let setup = planner::setup_of(&spec.settings, trainable, spec.trunk, spec.cache_features, &inputs.train);
     let mut estimate = planner::estimate_json(&start.model, &inspection, &preset, &setup);

@@ -75,6 +75,10 @@ pub struct RunSpec {
     /// (`headroom_onnx::renorm`; 0: none). Needs old-domain images (`replay`).
     #[serde(default)]
     pub renorm: usize,
+    /// A teacher run on every training batch for dense distillation (`settings.dense_kd` its
+    /// gain; `crate::teacher`).
+    #[serde(default)]
+    pub teacher: Option<PathBuf>,
     /// What `--plan auto` chose, when it planned the run.
     #[serde(default)]
     pub plan: Option<PlanChoice>,
@@ -98,6 +102,7 @@ impl RunSpec {
             memory_cap: None,
             memory_cap_after: 0,
             renorm: 0,
+            teacher: None,
             plan: None,
             settings: TrainConfig::default(),
         }
@@ -159,6 +164,14 @@ impl RunSpec {
             return Err(Error::Spec {
                 key: "device".into(),
                 reason: "empty: cpu, cuda, cuda:N or a preset".into(),
+            });
+        }
+        if self.cache_features && self.teacher.is_some() {
+            return Err(Error::Spec {
+                key: "cache_features".into(),
+                reason: "a teacher runs on each batch's images, which cached features never make: drop \
+                         --cache-features or --teacher"
+                    .into(),
             });
         }
         if self.cache_features && self.settings.augment.changes_pixels() {

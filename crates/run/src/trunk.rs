@@ -98,8 +98,19 @@ fn ort_cut(
     images: &Tensor,
     device: Device,
 ) -> headroom_train::Result<Cut> {
+    let tensors = ort_outputs(ort, images, device)?;
+    Ok(Cut::from_named(names.iter().cloned().zip(tensors)))
+}
+
+/// Runs `ort` on libtorch `images` `[B, 3, H, W]`; its outputs, in the order it was opened with, as
+/// libtorch tensors on `device`.
+pub(crate) fn ort_outputs(
+    ort: &mut OrtTrunk,
+    images: &Tensor,
+    device: Device,
+) -> headroom_train::Result<Vec<Tensor>> {
     // Image by image: static exports take a batch of 1 only (the batch is 1 or 2 anyway).
-    let mut parts: Vec<Vec<Tensor>> = names.iter().map(|_| Vec::new()).collect();
+    let mut parts: Vec<Vec<Tensor>> = Vec::new();
     for i in 0..images.size()[0] {
         let image =
             images.f_narrow(0, i, 1)?.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
@@ -108,14 +119,10 @@ fn ort_cut(
         let flat = Vec::<f32>::try_from(&image.f_reshape([-1])?)?;
         let outputs =
             ort.run(&flat, shape).map_err(|e| headroom_train::Error::Data { reason: e.to_string() })?;
+        parts.resize_with(outputs.len(), Vec::new);
         for (k, (data, shape)) in outputs.into_iter().enumerate() {
             parts[k].push(Tensor::from_slice(&data).f_view(shape.as_slice())?);
         }
     }
-    let tensors = names
-        .iter()
-        .zip(parts)
-        .map(|(name, p)| Ok((name.clone(), Tensor::f_cat(&p, 0)?.f_to_device(device)?)))
-        .collect::<headroom_train::Result<Vec<_>>>()?;
-    Ok(Cut::from_named(tensors))
+    parts.into_iter().map(|p| Ok(Tensor::f_cat(&p, 0)?.f_to_device(device)?)).collect()
 }

@@ -52,6 +52,10 @@ pub struct TrainConfig {
     pub augment: crate::augment::AugmentConfig,
     /// Gain of the distillation term on the teacher's soft scores (0: off).
     pub kd: f64,
+    /// Gain of the dense distillation term on a teacher run on each batch
+    /// ([`crate::loss::DenseTargets`]; used when the run has a teacher).
+    #[serde(default = "default_dense_kd")]
+    pub dense_kd: f64,
     /// Strength of a pull toward the starting weights (L2-SP: `anchor/2 · Σ (w − w₀)²` added to
     /// the loss of each step, on weights and biases), against forgetting; 0: off.
     #[serde(default)]
@@ -91,6 +95,7 @@ impl Default for TrainConfig {
             flip: 0.5,
             augment: crate::augment::AugmentConfig::default(),
             kd: 0.0,
+            dense_kd: default_dense_kd(),
             anchor: 0.0,
             checkpoint: true,
             amp: false,
@@ -100,6 +105,10 @@ impl Default for TrainConfig {
             max_bad_steps: 10,
         }
     }
+}
+
+fn default_dense_kd() -> f64 {
+    1.0
 }
 
 /// The bounds every setting is checked against (inclusive unless the message says otherwise).
@@ -150,6 +159,7 @@ impl TrainConfig {
         real("max_grad_norm", self.max_grad_norm, self.max_grad_norm >= 0.0, "[0, inf)")?;
         real("flip", self.flip, (0.0..=1.0).contains(&self.flip), "[0, 1]")?;
         real("kd", self.kd, (0.0..=100.0).contains(&self.kd), "[0, 100]")?;
+        real("dense_kd", self.dense_kd, (0.0..=100.0).contains(&self.dense_kd), "[0, 100]")?;
         real("anchor", self.anchor, (0.0..=1e6).contains(&self.anchor), "[0, 1e6]")?;
         let a = &self.augment;
         for (key, v) in [("augment.hsv_h", a.hsv_h), ("augment.hsv_s", a.hsv_s), ("augment.hsv_v", a.hsv_v)] {

@@ -20,7 +20,7 @@ use crate::cache::FeatureCache;
 use crate::config::{OptimizerKind, TrainConfig};
 use crate::data::{SoftTargets, augmented_batch, targets_for};
 use crate::ema::Ema;
-use crate::loss::{Distill, LossConfig, detection_loss_with};
+use crate::loss::{DenseTargets, Distill, LossConfig, detection_loss_with};
 use crate::memory_guard::{MemoryCap, OutOfMemory, StepDown, is_out_of_memory};
 use crate::optim::{AdamW, Sgd, clip_grad_norm};
 use crate::schedule::{self, shuffled};
@@ -46,8 +46,14 @@ pub enum Trunk<'a> {
     Cache(FeatureCache),
 }
 
-/// What the trainable part of one pass takes: the trunk's outputs, the targets, their soft scores.
-type BatchInputs = (Cut, Vec<crate::loss::Target>, Vec<Option<Vec<f32>>>);
+/// A teacher run on each training batch for dense distillation: the batch's images `[B, 3, H, W]`
+/// in, the teacher's raw head outputs out (per level: box distribution, class logits, as the
+/// student's head gives them).
+pub type Teacher<'a> = dyn FnMut(&Tensor) -> Result<Vec<Tensor>> + 'a;
+
+/// What the trainable part of one pass takes: the trunk's outputs, the targets, their soft scores,
+/// and the teacher's head tensors (box distributions, class logits) on the same images.
+type BatchInputs = (Cut, Vec<crate::loss::Target>, Vec<Option<Vec<f32>>>, Option<(Tensor, Tensor)>);
 
 /// A run in progress.
 pub struct Trainer<'a> {
@@ -69,6 +75,7 @@ pub struct Trainer<'a> {
     steps_down: Vec<StepDown>,
     passes_run: u64,
     stop: Option<Arc<AtomicBool>>,
+    teacher: Option<RefCell<Box<Teacher<'a>>>>,
 }
 
 impl<'a> Trainer<'a> {
@@ -114,12 +121,20 @@ impl<'a> Trainer<'a> {
             steps_down: Vec::new(),
             passes_run: 0,
             stop: None,
+            teacher: None,
         })
     }
 
     /// What runs the frozen trunk. A feature cache is refused when an augmentation changes the
     /// trunk's input (flips are cached both ways).
     pub fn set_trunk(&mut self, trunk: Trunk<'a>) -> Result<()> {
+        if matches!(trunk, Trunk::Cache(_)) && self.teacher.is_some() {
+            return Err(Error::Data {
+                reason: "a teacher runs on each batch's images, which cached features never make: \
+                         drop --cache-features or --teacher"
+                    .into(),
+            });
+        }
         if matches!(trunk, Trunk::Cache(_)) && self.config.augment.changes_pixels() {
             return Err(Error::Data {
                 reason: "cached features are the trunk's outputs for fixed inputs: --mosaic, --scale, \
@@ -128,6 +143,21 @@ impl<'a> Trainer<'a> {
             });
         }
         self.trunk = trunk;
+        Ok(())
+    }
+
+    /// The teacher run on every batch for dense distillation (`dense_kd` of the config; see
+    /// [`crate::loss::DenseTargets`]). Refused with a feature cache: the trunk's inputs, which the
+    /// teacher needs, are never made then.
+    pub fn set_teacher(&mut self, teacher: Box<Teacher<'a>>) -> Result<()> {
+        if matches!(self.trunk, Trunk::Cache(_)) {
+            return Err(Error::Data {
+                reason: "a teacher runs on each batch's images, which cached features never make: \
+                         drop --cache-features or --teacher"
+                    .into(),
+            });
+        }
+        self.teacher = Some(RefCell::new(teacher));
         Ok(())
     }
 
@@ -363,7 +393,7 @@ impl<'a> Trainer<'a> {
             let (targets, soft) = targets_for(batch_records, &flips, cfg.imgsz, &self.soft);
             let cut = cache.cut(batch_records, &flips, device)?;
             timer(0, started);
-            return Ok((cut, targets, soft));
+            return Ok((cut, targets, soft, None));
         }
         let batch = augmented_batch(batch_records, all, cfg, rng, &self.soft, device)?;
         timer(0, started);
@@ -372,8 +402,15 @@ impl<'a> Trainer<'a> {
             Trunk::External(trunk) => (trunk.borrow_mut())(&batch.images)?,
             _ => self.student.trunk(&batch.images)?,
         };
+        let teacher = match &self.teacher {
+            Some(teacher) => {
+                let _guard = tch::no_grad_guard();
+                Some(head_tensors(&(teacher.borrow_mut())(&batch.images)?)?)
+            }
+            None => None,
+        };
         timer(1, started);
-        Ok((cut, batch.targets, batch.soft))
+        Ok((cut, batch.targets, batch.soft, teacher))
     }
 
     /// Forward and backward of one batch; the loss and its components (box, cls, dfl, kd).
@@ -388,16 +425,17 @@ impl<'a> Trainer<'a> {
         let mut rng = ChaCha8Rng::seed_from_u64(
             cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((epoch as u64 + 1) << 32) ^ pass as u64,
         );
-        let (cut, targets, soft) = self.inputs(batch_records, all, &mut rng)?;
+        let (cut, targets, soft, teacher) = self.inputs(batch_records, all, &mut rng)?;
         let head_started = std::time::Instant::now();
         let loss_seconds = std::cell::Cell::new(0.0);
         let scale = amp::loss_scale(&self.progress, self.amp_active());
         let mut components = [0f64; 4];
         let distill = (cfg.kd > 0.0).then_some(Distill { weight: cfg.kd, soft: &soft });
+        let dense = teacher.as_ref().map(|(boxes, scores)| DenseTargets { weight: cfg.dense_kd, boxes, scores });
         let loss_fn = |outputs: &[Tensor]| {
             let started = std::time::Instant::now();
             let (boxes, scores) = head_tensors(outputs)?;
-            let out = detection_loss_with(&self.loss, &boxes, &scores, &self.grids, &targets, distill)?;
+            let out = detection_loss_with(&self.loss, &boxes, &scores, &self.grids, &targets, distill, dense)?;
             components = [out.components[0], out.components[1], out.components[2], out.kd];
             loss_seconds.set(started.elapsed().as_secs_f64());
             Ok(if scale == 1.0 { out.total } else { out.total * scale })

@@ -79,10 +79,11 @@ fn kd_case(logit: f32, teacher: Vec<f32>) -> (f64, f64, Tensor) {
         &grids,
         &targets,
         Some(Distill { weight: 1.0, soft: &soft }),
+        None,
     )
     .expect("loss");
     with.total.backward();
-    let without = detection_loss_with(&config, &boxes, &scores, &grids, &targets, None).expect("loss");
+    let without = detection_loss_with(&config, &boxes, &scores, &grids, &targets, None, None).expect("loss");
     assert_eq!(with.components, without.components, "the other terms do not change");
     (with.kd, without.kd, scores.grad())
 }
@@ -113,6 +114,7 @@ fn distillation_is_a_kl_divergence_on_assigned_anchors() {
         &[(8, 8)],
         &targets,
         Some(Distill { weight: 1.0, soft: &none }),
+        None,
     )
     .expect("loss");
     assert_eq!(out.kd, 0.0);
@@ -124,6 +126,7 @@ fn distillation_is_a_kl_divergence_on_assigned_anchors() {
         &[(8, 8)],
         &targets,
         Some(Distill { weight: 1.0, soft: &wrong }),
+        None,
     );
     assert!(err.is_err(), "a vector of another length is refused");
 }

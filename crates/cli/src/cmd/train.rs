@@ -56,6 +56,15 @@ pub struct Args {
     /// `headroom label` beside its labels) and the student's, on the anchors assigned to objects.
     #[arg(long, default_value_t = 0.0, value_name = "WEIGHT")]
     pub kd: f64,
+    /// Dense distillation: this teacher (an ONNX detector with the student's classes, box bins and
+    /// strides) runs on every training batch, augmented and replayed images alike, and the
+    /// student's class scores and box distributions are pulled toward the teacher's at every
+    /// anchor (docs/TRAIN.md). Costs one teacher forward per image in ONNX Runtime.
+    #[arg(long, value_name = "T.onnx")]
+    pub teacher: Option<PathBuf>,
+    /// Gain of the dense distillation term (with --teacher).
+    #[arg(long, default_value_t = 1.0, value_name = "WEIGHT", requires = "teacher")]
+    pub dense_kd: f64,
     /// Pull toward the starting weights against forgetting (L2-SP: adds anchor·(w − w₀) to each
     /// step's gradient; 0: off). --replay is the measured remedy (docs/TRAIN.md).
     #[arg(long, default_value_t = 0.0)]

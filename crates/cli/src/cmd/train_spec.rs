@@ -61,6 +61,9 @@ pub fn spec_from_args(
     if given("renorm") {
         spec.renorm = args.renorm;
     }
+    if given("teacher") {
+        spec.teacher = args.teacher.as_deref().map(|p| absolute("--teacher", p)).transpose()?;
+    }
     if given("memory_cap_after") {
         spec.memory_cap_after = args.memory_cap_after;
     }
@@ -164,6 +167,9 @@ fn apply_setting_flags(
     }
     if set("kd") {
         s.kd = args.kd;
+    }
+    if set("dense_kd") {
+        s.dense_kd = args.dense_kd;
     }
     if set("anchor") {
         s.anchor = args.anchor;

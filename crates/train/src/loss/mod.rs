@@ -7,12 +7,14 @@
 
 mod assigner;
 mod boxes;
+mod dense;
 
 use tch::{Kind, Reduction, Tensor};
 
 use crate::{Error, Result};
 use assigner::Assigner;
 use boxes::{bbox2dist, ciou, dist2bbox};
+pub use dense::DenseTargets;
 
 /// What the loss needs to know of the head and the training recipe.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +87,8 @@ pub struct LossOutput {
     pub components: [f64; 3],
     /// Anchors assigned to an object.
     pub foreground: i64,
-    /// The distillation term with its gain (0 without [`Distill`]), included in `total`.
+    /// The distillation terms with their gains (0 without [`Distill`] or [`DenseTargets`]),
+    /// included in `total`.
     pub kd: f64,
 }
 
@@ -98,10 +101,11 @@ pub fn detection_loss(
     grids: &[(i64, i64)],
     targets: &[Target],
 ) -> Result<LossOutput> {
-    detection_loss_with(config, boxes, scores, grids, targets, None)
+    detection_loss_with(config, boxes, scores, grids, targets, None, None)
 }
 
-/// [`detection_loss`] plus, with `distill`, the distillation term on the teacher's soft scores.
+/// [`detection_loss`] plus, with `distill`, the distillation term on the teacher's soft scores, and
+/// with `dense`, the dense distillation term on a teacher's outputs for the same batch.
 pub fn detection_loss_with(
     config: &LossConfig,
     boxes: &Tensor,
@@ -109,6 +113,7 @@ pub fn detection_loss_with(
     grids: &[(i64, i64)],
     targets: &[Target],
     distill: Option<Distill<'_>>,
+    dense: Option<DenseTargets<'_>>,
 ) -> Result<LossOutput> {
     let batch = check_shapes(config, boxes, scores, grids)?;
     if let Some(d) = &distill
@@ -175,6 +180,11 @@ pub fn detection_loss_with(
     if let Some(d) = distill.filter(|d| d.weight > 0.0) {
         let term = distillation(config, targets, d.soft, batch, &pred_scores, &assigned) * d.weight;
         kd = term.double_value(&[]);
+        total += term;
+    }
+    if let Some(teacher) = dense.filter(|d| d.weight > 0.0) {
+        let term = dense::dense_distillation(config, &pred_distri, &pred_scores, &teacher)?;
+        kd += term.double_value(&[]);
         total += term;
     }
     let total = total * batch as f64;
