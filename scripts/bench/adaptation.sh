@@ -54,10 +54,11 @@ run_one() {
   dir="$work/runs/$(echo "$name" | tr ' +()=,' '______')"
   rm -rf "$dir"
   [[ " $flags " == *" --epochs "* ]] || epoch_flag=(--epochs "$epochs")
+  [[ " $flags " == *" --batch "* ]] || epoch_flag+=(--batch 2)
   start=$(date +%s)
   # shellcheck disable=SC2086
   "$bin" -q train --model "$model" --data "$work/labelled/data.yaml" --replay "$work/base-train/data.yaml" \
-    "${epoch_flag[@]}" --batch 2 --threads 1 --project "$(dirname "$dir")" --name "$(basename "$dir")" $flags \
+    "${epoch_flag[@]}" --threads 1 --project "$(dirname "$dir")" --name "$(basename "$dir")" $flags \
     >"$dir.log" 2>&1 || { echo "| $name | failed (see $dir.log) | | | |"; return; }
   seconds=$(( $(date +%s) - start ))
   python3 - "$name" "$(map "$dir/best.onnx" field)" "$(map "$dir/best.onnx" base)" "$student_field" "$teacher_field" \

@@ -13,7 +13,7 @@ What it does (never in CI; the Ultralytics environment of scripts/ultralytics-en
      model, data, ONNX Runtime for headroom's validation).
      - Ultralytics: YOLO(yaml).train(freeze=10, batch=2, epochs=1, workers=0, amp=False, plots=False,
        val=False, cache=False, device=cpu) — its own augmentation pipeline (mosaic etc.) included.
-     - headroom: `headroom train --train {head, neck+head, 0} [--no-checkpoint] --batch 2 --epochs 1
+     - headroom: `headroom train --train {head, neck+head, 0} [--no-checkpoint] --batch 2|B --epochs 1
        [--extra '--trunk torch' | '--cache-features']`, which also validates once through ONNX Runtime.
   Prints a JSON report (peaks in MB, seconds, ratios) and the load average before and after.
 
@@ -63,6 +63,7 @@ def main():
     p.add_argument("--only", choices=["ultralytics", "headroom"], help="run one contender")
     p.add_argument("--train", default="head", help="headroom: head, neck+head or freeze=N")
     p.add_argument("--no-checkpoint", action="store_true")
+    p.add_argument("--batch", type=int, default=2, help="headroom's batch (Ultralytics' stays 2)")
     p.add_argument("--extra", default="", help="more headroom train arguments, e.g. '--trunk torch' or '--cache-features'")
     p.add_argument("--work", help="reuse this folder (dataset and student made once)")
     args = p.parse_args()
@@ -74,29 +75,34 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
     yaml_path = work / "yolov8n-nc3.yaml"
     if not yaml_path.exists():
-        import ultralytics
+        import importlib.util  # the package's yaml without importing it (that would load torch here)
         import yaml
-        cfg = yaml.safe_load((Path(ultralytics.__file__).parent / "cfg/models/v8/yolov8.yaml").read_text())
+        package = Path(importlib.util.find_spec("ultralytics").origin).parent
+        cfg = yaml.safe_load((package / "cfg/models/v8/yolov8.yaml").read_text())
         cfg["nc"] = 3
         cfg["scale"] = "n"
         yaml_path.write_text(yaml.safe_dump(cfg))
     student = work / f"yolov8n-nc3-{args.imgsz}.onnx"
     if not student.exists():
-        from ultralytics import YOLO
-        exported = YOLO(str(yaml_path)).export(format="onnx", imgsz=args.imgsz, simplify=True, device="cpu")
-        os.replace(exported, student)
+        # In a child: a contender forked from a parent that holds torch starts with the parent's
+        # resident pages, and its ru_maxrss counts them (measured: 794 MB for a 379 MB run).
+        export = ("import os, sys\nfrom ultralytics import YOLO\n"
+                  "os.replace(YOLO(sys.argv[1]).export(format='onnx', imgsz=int(sys.argv[2]), simplify=True, "
+                  "device='cpu'), sys.argv[3])")
+        subprocess.run([sys.executable, "-c", export, str(yaml_path), str(args.imgsz), str(student)], check=True,
+                       stdout=subprocess.DEVNULL)
     load_before = os.getloadavg()
     report = {"imgsz": args.imgsz, "images": args.images, "threads": args.threads, "work": str(work)}
     if args.only in (None, "headroom"):
         name = f"h-{args.train}-{'plain' if args.no_checkpoint else 'ckpt'}".replace("+", "")
         cmd = [args.headroom, "-q", "train", "--model", str(student), "--data", str(data / "data.yaml"),
-               "--train", args.train, "--batch", "2", "--epochs", "1", "--threads", str(args.threads),
+               "--train", args.train, "--batch", str(args.batch), "--epochs", "1", "--threads", str(args.threads),
                "--project", str(work / "runs"), "--name", name + f"-{int(time.time())}"]
         if args.no_checkpoint:
             cmd.append("--no-checkpoint")
         cmd += args.extra.split()
         seconds, peak = child_peak(cmd)
-        report["headroom"] = {"train": args.train, "checkpoint": not args.no_checkpoint, "extra": args.extra,
+        report["headroom"] = {"train": args.train, "batch": args.batch, "checkpoint": not args.no_checkpoint, "extra": args.extra,
                               "peak_mb": round(peak, 1), "seconds": round(seconds, 1)}
     if args.only in (None, "ultralytics"):
         cmd = [sys.executable, "-c", ULTRALYTICS_TRAIN, str(yaml_path), str(data / "data.yaml"), str(args.threads),
