@@ -25,6 +25,11 @@ pub enum Trainable {
     Head,
     /// From the neck's first upsample on.
     NeckHead,
+    /// The Detect module, and a per-channel scale and shift on every Conv before it (trained end
+    /// to end through the whole graph, folded into each Conv's weight and bias when written back).
+    /// The partition is that of `Freeze(0)` with the head's initializers as its parameters; the
+    /// executor of the `train` crate adds the scales and shifts.
+    Affine,
 }
 
 impl fmt::Display for Trainable {
@@ -33,6 +38,7 @@ impl fmt::Display for Trainable {
             Trainable::Freeze(n) => write!(f, "freeze={n}"),
             Trainable::Head => f.write_str("head"),
             Trainable::NeckHead => f.write_str("neck+head"),
+            Trainable::Affine => f.write_str("affine"),
         }
     }
 }
@@ -40,16 +46,16 @@ impl fmt::Display for Trainable {
 impl FromStr for Trainable {
     type Err = String;
 
-    /// `head`, `neck+head`, or a number `N` (freeze modules `0..N`).
+    /// `head`, `neck+head`, `all`, `affine`, or a number `N` (freeze modules `0..N`).
     fn from_str(s: &str) -> Result<Trainable, String> {
         match s {
             "head" => Ok(Trainable::Head),
             "neck+head" => Ok(Trainable::NeckHead),
+            "affine" => Ok(Trainable::Affine),
             "all" => Ok(Trainable::Freeze(0)),
-            n => n
-                .parse()
-                .map(Trainable::Freeze)
-                .map_err(|_| format!("`{s}` is not `head`, `neck+head`, `all` or a module count N")),
+            n => n.parse().map(Trainable::Freeze).map_err(|_| {
+                format!("`{s}` is not `head`, `neck+head`, `all`, `affine` or a module count N")
+            }),
         }
     }
 }
@@ -106,6 +112,7 @@ impl Partition {
             .iter()
             .find(|p| match spec {
                 Trainable::Freeze(n) => p.freeze == n,
+                Trainable::Affine => p.freeze == 0,
                 Trainable::Head => p.name.as_deref() == Some("head"),
                 Trainable::NeckHead => p.name.as_deref() == Some("neck+head"),
             })
@@ -231,7 +238,11 @@ impl Partition {
 
         let mut parameters: Vec<String> = Vec::new();
         let mut parameter_count = 0;
+        let in_head = |i: usize| head_module.is_some() && graph.nodes[i].module() >= head_module;
         for &i in trainable_nodes.iter().collect::<std::collections::BTreeSet<_>>() {
+            if spec == Trainable::Affine && !in_head(i) {
+                continue;
+            }
             for name in graph.nodes[i].parameter_inputs() {
                 if let Some(dims) = graph.initializer_dims.get(name) {
                     parameter_count += crate::tensor::numel(dims);

@@ -319,6 +319,9 @@ impl<'a> Planner<'a> {
             .iter()
             .find(|p| match trainable {
                 Trainable::Freeze(n) => p.freeze == n,
+                // The activations of training everything (its backward runs through every
+                // module); the head's weights and the scales and shifts are few.
+                Trainable::Affine => p.freeze == 0,
                 Trainable::Head => p.name.as_deref() == Some("head"),
                 Trainable::NeckHead => p.name.as_deref() == Some("neck+head"),
             })

@@ -24,7 +24,8 @@ fn images(golden: &serde_json::Value, name: &str, dir: &Path) -> Vec<ImageRecord
     let set = &golden["images"][name];
     let preset = if set["preset"] == "base" { Preset::Base } else { Preset::Field };
     let seed = set["seed"].as_u64().expect("seed");
-    let config = SynthConfig { preset, seed, train: 8, val: 1, width: 160, height: 160, ..SynthConfig::default() };
+    let config =
+        SynthConfig { preset, seed, train: 8, val: 1, width: 160, height: 160, ..SynthConfig::default() };
     let out = dir.join(name);
     write_dataset(&config, &out, |_| {}).expect("synth");
     let data = DataConfig::load(&out.join("data.yaml")).expect("data.yaml");
@@ -33,10 +34,16 @@ fn images(golden: &serde_json::Value, name: &str, dir: &Path) -> Vec<ImageRecord
     paths.sort();
     let shas: Vec<String> = paths
         .iter()
-        .map(|p| Sha256::digest(std::fs::read(p).expect("image")).iter().map(|b| format!("{b:02x}")).collect())
+        .map(|p| {
+            Sha256::digest(std::fs::read(p).expect("image")).iter().map(|b| format!("{b:02x}")).collect()
+        })
         .collect();
-    let expected: Vec<String> =
-        set["sha256"].as_array().expect("sha256").iter().map(|v| v.as_str().expect("hex").to_string()).collect();
+    let expected: Vec<String> = set["sha256"]
+        .as_array()
+        .expect("sha256")
+        .iter()
+        .map(|v| v.as_str().expect("hex").to_string())
+        .collect();
     assert_eq!(
         shas, expected,
         "the {name} images differ from the golden's: synth changed; rerun scripts/fixtures/renorm_golden.py"
@@ -58,7 +65,12 @@ fn assert_close(what: &str, ours: &[f64], reference: &[f64]) {
         .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
         .enumerate()
         .fold((0.0, 0), |(w, at), (i, e)| if e > w { (e, i) } else { (w, at) });
-    assert!(worst <= 1e-4, "{what}: largest error {worst:.2e} at channel {at} ({} vs {})", ours[at], reference[at]);
+    assert!(
+        worst <= 1e-4,
+        "{what}: largest error {worst:.2e} at channel {at} ({} vs {})",
+        ours[at],
+        reference[at]
+    );
 }
 
 #[test]
@@ -83,7 +95,8 @@ fn renormalisation_matches_the_pytorch_reference() {
 
     // The old images' statistics, with the original weights.
     let options = SessionOptions { intra_threads: 1, ..Default::default() };
-    let old_stats = headroom_run::renorm::conv_statistics(&model, &sites, &old, [160, 160], &options).expect("old");
+    let old_stats =
+        headroom_run::renorm::conv_statistics(&model, &sites, &old, [160, 160], &options).expect("old");
     for (k, (stats, reference)) in old_stats.iter().zip(convs).enumerate() {
         assert_close(&format!("conv {k} old mean"), &stats.mean, &numbers(&reference["old_mean"]));
         assert_close(&format!("conv {k} old std"), &stats.std, &numbers(&reference["old_std"]));
@@ -91,8 +104,8 @@ fn renormalisation_matches_the_pytorch_reference() {
 
     // The whole re-normalisation; then, Conv by Conv, the new images' statistics with the earlier
     // Convs corrected (on the result with the later Convs still original) and the folded weights.
-    let (renormed, _) =
-        headroom_run::renorm::renormalise(&path, &bytes, count, &new, &old, [160, 160], 1).expect("renormalise");
+    let (renormed, _) = headroom_run::renorm::renormalise(&path, &bytes, count, &new, &old, [160, 160], 1)
+        .expect("renormalise");
     let original = headroom_onnx::patch::read_weights(&model);
     let result = headroom_onnx::patch::read_weights(&Model::from_bytes(&renormed, &path).expect("result"));
     for (k, (site, reference)) in sites.iter().zip(convs).enumerate() {
@@ -120,9 +133,10 @@ fn renormalisation_matches_the_pytorch_reference() {
             partial = headroom_onnx::patch::write_weights(&partial, &path, &patch, &[]).expect("patch");
         }
         let partial = Model::from_bytes(&partial, &path).expect("partial");
-        let stats = headroom_run::renorm::conv_statistics(&partial, &sites[k..=k], &new, [160, 160], &options)
-            .expect("new")
-            .remove(0);
+        let stats =
+            headroom_run::renorm::conv_statistics(&partial, &sites[k..=k], &new, [160, 160], &options)
+                .expect("new")
+                .remove(0);
         assert_close(&format!("conv {k} new mean"), &stats.mean, &numbers(&reference["new_mean"]));
         assert_close(&format!("conv {k} new std"), &stats.std, &numbers(&reference["new_std"]));
     }

@@ -33,6 +33,9 @@ pub struct Executor {
     outputs: Vec<String>,
     weights: HashMap<String, Tensor>,
     device: Device,
+    /// Conv node name → the names (in `weights`) of a per-channel scale and shift applied to its
+    /// output ([`Executor::add_affine`]).
+    affine: HashMap<String, (String, String)>,
 }
 
 impl Executor {
@@ -55,7 +58,21 @@ impl Executor {
             outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
             weights,
             device,
+            affine: HashMap::new(),
         })
+    }
+
+    /// Gives the Conv node `node` (`channels` outputs) a trainable per-channel scale (starting at 1)
+    /// and shift (at 0) on its output, stored as the weights `NODE#scale` and `NODE#shift`; returns
+    /// their names. `y' = scale·y + shift` is the Conv with weight `scale·W` and bias
+    /// `scale·b + shift`: what [`crate::Student::fold_affine`] writes back.
+    pub fn add_affine(&mut self, node: &str, channels: i64) -> (String, String) {
+        let names = (format!("{node}#scale"), format!("{node}#shift"));
+        let options = (tch::Kind::Float, self.device);
+        self.weights.insert(names.0.clone(), Tensor::ones([channels], options).set_requires_grad(true));
+        self.weights.insert(names.1.clone(), Tensor::zeros([channels], options).set_requires_grad(true));
+        self.affine.insert(node.to_string(), names.clone());
+        names
     }
 
     /// The device tensors live on.
@@ -180,8 +197,15 @@ impl Executor {
                 .ok_or_else(|| fail(format!("input `{name}` has not been computed")))?;
             values.push(Some(value));
         }
-        let outputs = lower::run(&node.op, &Inputs::new(values, self.device), node.outputs.len())
+        let mut outputs = lower::run(&node.op, &Inputs::new(values, self.device), node.outputs.len())
             .map_err(|e| fail(e.0))?;
+        if let (Some((scale, shift)), Some(first)) = (self.affine.get(&node.name), outputs.first_mut()) {
+            let (scale, shift) = (&self.weights[scale], &self.weights[shift]);
+            *first = first
+                .f_mul(&scale.f_view([1, -1, 1, 1]).map_err(|e| fail(e.to_string()))?)
+                .and_then(|y| y.f_add(&shift.f_view([1, -1, 1, 1])?))
+                .map_err(|e| fail(e.to_string()))?;
+        }
         if outputs.len() < node.outputs.len() {
             return Err(fail(format!("{} outputs made, {} declared", outputs.len(), node.outputs.len())));
         }

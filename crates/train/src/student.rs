@@ -10,6 +10,7 @@
 use std::collections::{HashMap, HashSet};
 
 use headroom_onnx::inspect::{Inspection, inspect};
+use headroom_onnx::renorm::{ConvSite, stem_convs};
 use headroom_onnx::{Model, Partition, Trainable};
 use tch::{Device, Kind, Tensor};
 
@@ -22,6 +23,8 @@ pub struct Student {
     executor: Executor,
     partition: Partition,
     inspection: Inspection,
+    /// With [`Trainable::Affine`]: each trunk Conv and the names of its scale and shift.
+    affine: Vec<(ConvSite, String, String)>,
 }
 
 /// Activations at the trunk/trainable cut for one batch (computed without gradients).
@@ -45,10 +48,53 @@ impl Student {
     /// `requires_grad`.
     pub fn new(model: &Model, trainable: Trainable, device: Device) -> Result<Student> {
         let inspection = inspect(model)?;
-        let partition = Partition::new(&model.graph, &inspection, trainable)?;
+        let mut partition = Partition::new(&model.graph, &inspection, trainable)?;
         let mut executor = Executor::new(&model.graph, device)?;
         executor.set_trainable(partition.parameters.iter().map(String::as_str))?;
-        Ok(Student { executor, partition, inspection })
+        let mut affine = Vec::new();
+        if trainable == Trainable::Affine {
+            for site in stem_convs(&model.graph, &inspection, usize::MAX)? {
+                let (scale, shift) = executor.add_affine(&site.node, site.channels as i64);
+                partition.parameters.extend([scale.clone(), shift.clone()]);
+                partition.parameter_count += 2 * site.channels;
+                affine.push((site, scale, shift));
+            }
+        }
+        Ok(Student { executor, partition, inspection, affine })
+    }
+
+    /// Folds the per-channel scales and shifts of [`Trainable::Affine`] in `weights` (name →
+    /// values, as [`Student::trained_weights`] gives them, or their average) into their Convs:
+    /// `W' = scale·W`, `b' = scale·b + shift` replace the scale and shift entries, so the result
+    /// holds only the graph's own initializers. Nothing to do for other splits.
+    pub fn fold_affine(&self, weights: &mut std::collections::BTreeMap<String, Vec<f32>>) -> Result<()> {
+        for (site, scale, shift) in &self.affine {
+            let (Some(scale), Some(shift)) = (weights.remove(scale), weights.remove(shift)) else { continue };
+            let value = |name: &str| -> Result<Vec<f32>> {
+                let t =
+                    self.executor.weight(name).ok_or_else(|| Error::UnknownTensor { name: name.into() })?;
+                let flat = t.detach().f_reshape([-1])?.f_to_kind(Kind::Float)?.f_to_device(Device::Cpu)?;
+                Ok(Vec::<f32>::try_from(&flat)?)
+            };
+            let (weight, bias) = (value(&site.weight)?, value(&site.bias)?);
+            if scale.len() != site.channels || shift.len() != site.channels || bias.len() != site.channels {
+                return Err(Error::Shape {
+                    name: site.node.clone(),
+                    expected: vec![site.channels as i64],
+                    found: vec![scale.len() as i64, shift.len() as i64, bias.len() as i64],
+                });
+            }
+            let per_channel = weight.len() / site.channels;
+            let folded: Vec<f32> = weight
+                .chunks(per_channel)
+                .zip(&scale)
+                .flat_map(|(row, &a)| row.iter().map(move |&w| w * a))
+                .collect();
+            let bias: Vec<f32> = (0..site.channels).map(|c| scale[c] * bias[c] + shift[c]).collect();
+            weights.insert(site.weight.clone(), folded);
+            weights.insert(site.bias.clone(), bias);
+        }
+        Ok(())
     }
 
     /// The split.
@@ -78,13 +124,16 @@ impl Student {
     /// The trainable parameters' current values (name → row-major f32), for writing back into the
     /// ONNX file ([`headroom_onnx::patch::write_weights`]).
     pub fn trained_weights(&self) -> Result<std::collections::BTreeMap<String, Vec<f32>>> {
-        self.parameters()
+        let mut weights = self
+            .parameters()
             .into_iter()
             .map(|(name, p)| {
                 let flat = p.detach().f_reshape([-1])?.f_to_kind(Kind::Float)?.f_to_device(Device::Cpu)?;
                 Ok((name.to_string(), Vec::<f32>::try_from(&flat)?))
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        self.fold_affine(&mut weights)?;
+        Ok(weights)
     }
 
     /// Clears the gradients of the trainable parameters.

@@ -213,7 +213,9 @@ impl<'a> Trainer<'a> {
 
     /// The averaged weights (what is written out and evaluated), name → row-major f32.
     pub fn ema_weights(&self) -> Result<BTreeMap<String, Vec<f32>>> {
-        self.ema.weights()
+        let mut weights = self.ema.weights()?;
+        self.student.fold_affine(&mut weights)?;
+        Ok(weights)
     }
 
     /// Trains (the rest of) one epoch on `records`; `progress(pass, passes, components)` after
@@ -431,11 +433,13 @@ impl<'a> Trainer<'a> {
         let scale = amp::loss_scale(&self.progress, self.amp_active());
         let mut components = [0f64; 4];
         let distill = (cfg.kd > 0.0).then_some(Distill { weight: cfg.kd, soft: &soft });
-        let dense = teacher.as_ref().map(|(boxes, scores)| DenseTargets { weight: cfg.dense_kd, boxes, scores });
+        let dense =
+            teacher.as_ref().map(|(boxes, scores)| DenseTargets { weight: cfg.dense_kd, boxes, scores });
         let loss_fn = |outputs: &[Tensor]| {
             let started = std::time::Instant::now();
             let (boxes, scores) = head_tensors(outputs)?;
-            let out = detection_loss_with(&self.loss, &boxes, &scores, &self.grids, &targets, distill, dense)?;
+            let out =
+                detection_loss_with(&self.loss, &boxes, &scores, &self.grids, &targets, distill, dense)?;
             components = [out.components[0], out.components[1], out.components[2], out.kd];
             loss_seconds.set(started.elapsed().as_secs_f64());
             Ok(if scale == 1.0 { out.total } else { out.total * scale })

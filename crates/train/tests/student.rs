@@ -126,3 +126,60 @@ fn every_fixture_family_splits_and_runs_its_head() {
         }
     }
 }
+
+/// `affine`: the head's weights and a scale and shift per channel of every Conv before it train
+/// (gradients reach the stem through the whole graph), and the folded write-back is the same network:
+/// the written file's outputs equal the reparametrised student's.
+#[test]
+fn affine_scales_train_through_the_trunk_and_fold_into_the_same_network() {
+    let model = demo();
+    let student = Student::new(&model, Trainable::Affine, Device::Cpu).expect("affine");
+    let names: Vec<String> = student.parameters().iter().map(|(n, _)| n.to_string()).collect();
+    assert!(names.iter().any(|n| n == "/model.0/conv/Conv#scale"), "the stem has a scale");
+    assert!(
+        names.iter().all(|n| n.contains('#') || n.starts_with("model.22")),
+        "head weights + scales: {names:?}"
+    );
+    headroom_train::tch::manual_seed(3);
+    let images = Tensor::rand([1, 3, 160, 160], (Kind::Float, Device::Cpu));
+    let cut = student.trunk(&images).expect("trunk");
+    let weights: Vec<Tensor> = student
+        .head(&cut)
+        .expect("head")
+        .iter()
+        .map(|o| Tensor::randn(o.size().as_slice(), (Kind::Float, Device::Cpu)))
+        .collect();
+    student.zero_grad();
+    student.backward_checkpointed(&cut, loss(&weights)).expect("backward");
+    let stem = gradients(&student).remove("/model.0/conv/Conv#scale").expect("stem scale");
+    assert!(stem.abs().sum(Kind::Float).double_value(&[]) > 0.0, "the stem's scale gets a gradient");
+
+    // Move every scale and shift, then compare the student with its folded file.
+    {
+        let _guard = headroom_train::tch::no_grad_guard();
+        for (name, p) in student.parameters() {
+            if name.contains('#') {
+                let mut p = p.shallow_clone();
+                let _ = p
+                    .f_add_(&(Tensor::randn(p.size().as_slice(), (Kind::Float, Device::Cpu)) * 0.05))
+                    .expect("move");
+            }
+        }
+    }
+    let reparametrised: Vec<Tensor> = headroom_train::tch::no_grad(|| student.head(&cut).expect("head"));
+    let trained = student.trained_weights().expect("weights");
+    assert!(trained.keys().all(|k| !k.contains('#')), "folded into the graph's own initializers");
+    let path = root().join("models/demo/yolov8n-shapes-160.onnx");
+    let bytes = std::fs::read(&path).expect("model");
+    let written = headroom_onnx::patch::write_weights(&bytes, &path, &trained, &[]).expect("write back");
+    let folded =
+        Student::new(&Model::from_bytes(&written, &path).expect("written"), Trainable::Head, Device::Cpu)
+            .expect("folded");
+    let outputs =
+        headroom_train::tch::no_grad(|| folded.head(&folded.trunk(&images).expect("trunk")).expect("head"));
+    for (a, b) in reparametrised.iter().zip(&outputs) {
+        let worst = (a - b).abs().max().double_value(&[]);
+        let scale = b.abs().max().double_value(&[]).max(1.0);
+        assert!(worst <= 1e-4 * scale, "largest difference {worst} (outputs up to {scale})");
+    }
+}

@@ -18,8 +18,10 @@ pub struct Args {
     /// The dataset (Ultralytics `data.yaml`; `headroom label` writes one over pseudo-labels).
     #[arg(long, value_name = "data.yaml", required_unless_present = "resume")]
     pub data: Option<PathBuf>,
-    /// What trains: `head` (the Detect module), `neck+head`, `all`, or N (modules 0..N frozen, as
-    /// Ultralytics' `freeze=N`; 0 trains everything).
+    /// What trains: `head` (the Detect module), `neck+head`, `all`, N (modules 0..N frozen, as
+    /// Ultralytics' `freeze=N`; 0 trains everything), or `affine` (the head, and a scale and shift
+    /// per channel of every Conv before it, trained through the whole graph and folded into the
+    /// Convs' weights when written: the trunk adapts with few parameters).
     #[arg(long, default_value = "head", value_name = "PART")]
     pub train: String,
     /// Freeze modules 0..N and train the rest (Ultralytics' `freeze=N`; the same as --train N).

@@ -74,8 +74,10 @@ pub(crate) fn dense_distillation(
     } else {
         pred_distri.f_sub(&teacher_boxes)?.f_abs()?.f_mean_dim([-1].as_slice(), false, Kind::Float)?
     };
-    let boxes =
-        per_anchor.f_mul(&weight)?.f_sum(Kind::Float)?.f_div(&weight.f_sum(Kind::Float)?.f_clamp_min(1.0)?)?;
+    let boxes = per_anchor
+        .f_mul(&weight)?
+        .f_sum(Kind::Float)?
+        .f_div(&weight.f_sum(Kind::Float)?.f_clamp_min(1.0)?)?;
     Ok(cls.f_mul_scalar(gain_cls)?.f_add(&boxes.f_mul_scalar(gain_dfl)?)?.f_mul_scalar(teacher.weight)?)
 }
 
@@ -94,8 +96,9 @@ mod tests {
         let boxes = Tensor::randn([b, 64, a], (Kind::Float, tch::Device::Cpu));
         let scores = Tensor::randn([b, 3, a], (Kind::Float, tch::Device::Cpu));
         let teacher = DenseTargets { weight: 1.0, boxes: &boxes, scores: &scores };
-        let same = dense_distillation(&config(), &boxes.permute([0, 2, 1]), &scores.permute([0, 2, 1]), &teacher)
-            .expect("loss");
+        let same =
+            dense_distillation(&config(), &boxes.permute([0, 2, 1]), &scores.permute([0, 2, 1]), &teacher)
+                .expect("loss");
         assert!(same.double_value(&[]).abs() < 1e-5, "{}", same.double_value(&[]));
         let other = Tensor::randn([b, a, 3], (Kind::Float, tch::Device::Cpu));
         let differ =
@@ -110,7 +113,8 @@ mod tests {
         let boxes = Tensor::randn([b, 64, a], (Kind::Float, tch::Device::Cpu));
         let scores = Tensor::full([b, 3, a], 2.0, (Kind::Float, tch::Device::Cpu));
         let teacher = DenseTargets { weight: 1.0, boxes: &boxes, scores: &scores };
-        let student_scores = Tensor::zeros([b, a, 3], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+        let student_scores =
+            Tensor::zeros([b, a, 3], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
         let loss = dense_distillation(&config(), &boxes.permute([0, 2, 1]), &student_scores, &teacher)
             .expect("loss");
         loss.backward();
