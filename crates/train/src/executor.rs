@@ -185,10 +185,22 @@ impl Executor {
             op_type: node.op.op_type().to_string(),
             reason,
         };
+        // A Conv with a scale and shift runs with weight `scale·W` and bias `scale·b + shift`: the
+        // same output as scaling it, and backward keeps only what the plain Conv keeps.
+        let effective = match self.affine.get(&node.name) {
+            Some((scale, shift)) => {
+                Some(self.affine_weights(node, scale, shift).map_err(|e| fail(e.to_string()))?)
+            }
+            None => None,
+        };
         let mut values = Vec::with_capacity(node.inputs.len());
-        for name in &node.inputs {
+        for (index, name) in node.inputs.iter().enumerate() {
             if name.is_empty() {
                 values.push(None);
+                continue;
+            }
+            if let (Some((weight, bias)), 1 | 2) = (&effective, index) {
+                values.push(Some(if index == 1 { weight } else { bias }));
                 continue;
             }
             let value = env
@@ -197,19 +209,24 @@ impl Executor {
                 .ok_or_else(|| fail(format!("input `{name}` has not been computed")))?;
             values.push(Some(value));
         }
-        let mut outputs = lower::run(&node.op, &Inputs::new(values, self.device), node.outputs.len())
+        let outputs = lower::run(&node.op, &Inputs::new(values, self.device), node.outputs.len())
             .map_err(|e| fail(e.0))?;
-        if let (Some((scale, shift)), Some(first)) = (self.affine.get(&node.name), outputs.first_mut()) {
-            let (scale, shift) = (&self.weights[scale], &self.weights[shift]);
-            *first = first
-                .f_mul(&scale.f_view([1, -1, 1, 1]).map_err(|e| fail(e.to_string()))?)
-                .and_then(|y| y.f_add(&shift.f_view([1, -1, 1, 1])?))
-                .map_err(|e| fail(e.to_string()))?;
-        }
         if outputs.len() < node.outputs.len() {
             return Err(fail(format!("{} outputs made, {} declared", outputs.len(), node.outputs.len())));
         }
         Ok(outputs)
+    }
+
+    /// The weight and bias a Conv with a scale and shift runs with.
+    fn affine_weights(
+        &self,
+        node: &Node,
+        scale: &str,
+        shift: &str,
+    ) -> std::result::Result<(Tensor, Tensor), tch::TchError> {
+        let (scale, shift) = (&self.weights[scale], &self.weights[shift]);
+        let (weight, bias) = (&self.weights[&node.inputs[1]], &self.weights[&node.inputs[2]]);
+        Ok((weight.f_mul(&scale.f_view([-1, 1, 1, 1])?)?, bias.f_mul(scale)?.f_add(shift)?))
     }
 
     /// Runs the graph from `inputs` (name, value) to `targets` (tensor names; the graph outputs when

@@ -45,6 +45,12 @@ pub enum PresetArg {
     Base,
     /// A domain shift of base: dark uneven light, colour cast, noise, blur, small objects, clutter.
     Field,
+    /// Base scenes under field's light: dark, uneven, shadows, a warm cast.
+    Dusk,
+    /// Base scenes through field's camera: sensor noise and blur.
+    Blur,
+    /// Base light and camera, field's smaller objects, clutter and finer textures.
+    Small,
 }
 
 impl From<PresetArg> for Preset {
@@ -52,6 +58,9 @@ impl From<PresetArg> for Preset {
         match preset {
             PresetArg::Base => Preset::Base,
             PresetArg::Field => Preset::Field,
+            PresetArg::Dusk => Preset::Dusk,
+            PresetArg::Blur => Preset::Blur,
+            PresetArg::Small => Preset::Small,
         }
     }
 }

@@ -16,17 +16,28 @@ pub enum Preset {
     /// A domain shift from `base`: dark and uneven lighting with shadows, a warm colour cast,
     /// stronger noise and blur, smaller objects, more clutter, busier and finer textures.
     Field,
+    /// One part of `field`'s shift: `base` scenes under `field`'s light (dark, uneven, shadows, a
+    /// warm cast, white-balance error).
+    Dusk,
+    /// One part of `field`'s shift: `base` scenes through `field`'s camera (sensor noise, blur).
+    Blur,
+    /// One part of `field`'s shift: `base` light and camera, `field`'s smaller objects, clutter and
+    /// finer textures.
+    Small,
 }
 
 impl Preset {
     /// Every preset, in declaration order.
-    pub const ALL: [Preset; 2] = [Preset::Base, Preset::Field];
+    pub const ALL: [Preset; 5] = [Preset::Base, Preset::Field, Preset::Dusk, Preset::Blur, Preset::Small];
 
     /// The name used on the command line and in `synth.json`.
     pub fn name(self) -> &'static str {
         match self {
             Preset::Base => "base",
             Preset::Field => "field",
+            Preset::Dusk => "dusk",
+            Preset::Blur => "blur",
+            Preset::Small => "small",
         }
     }
 
@@ -35,6 +46,9 @@ impl Preset {
         match self {
             Preset::Base => &BASE,
             Preset::Field => &FIELD,
+            Preset::Dusk => &DUSK,
+            Preset::Blur => &BLUR,
+            Preset::Small => &SMALL,
         }
     }
 }
@@ -51,7 +65,7 @@ impl FromStr for Preset {
     fn from_str(text: &str) -> Result<Self> {
         Preset::ALL.into_iter().find(|p| p.name() == text).ok_or_else(|| Error::InvalidArgument {
             name: "preset",
-            message: format!("`{text}` is not a preset; expected `base` or `field`"),
+            message: format!("`{text}` is not a preset; expected base, field, dusk, blur or small"),
         })
     }
 }
@@ -156,6 +170,31 @@ const FIELD: PresetParams = PresetParams {
     white_balance_jitter: 0.08,
     noise_sigma: (7.0, 18.0),
     blur_passes: (1, 4),
+};
+
+const DUSK: PresetParams = PresetParams {
+    brightness: FIELD.brightness,
+    light_gradient: FIELD.light_gradient,
+    shadow_chance: FIELD.shadow_chance,
+    shadow_depth: FIELD.shadow_depth,
+    colour_cast: FIELD.colour_cast,
+    white_balance_jitter: FIELD.white_balance_jitter,
+    ..BASE
+};
+
+const BLUR: PresetParams =
+    PresetParams { noise_sigma: FIELD.noise_sigma, blur_passes: FIELD.blur_passes, ..BASE };
+
+const SMALL: PresetParams = PresetParams {
+    objects: FIELD.objects,
+    empty_image_chance: FIELD.empty_image_chance,
+    object_size: FIELD.object_size,
+    max_overlap: FIELD.max_overlap,
+    distractors: FIELD.distractors,
+    textures: FIELD.textures,
+    texture_scale: FIELD.texture_scale,
+    texture_contrast: FIELD.texture_contrast,
+    ..BASE
 };
 
 #[cfg(test)]
