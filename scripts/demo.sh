@@ -6,15 +6,17 @@
 #      (models/demo/teacher-shapes-160.onnx) on both
 #   4. headroom label: the teacher pseudo-labels the field training images (boxes + soft scores) and
 #      holds a fifth of them out (label's val split, pseudo-labelled too)
-#   5. headroom train: the student's head, batch 2, checkpointed, on label's train split, replaying
-#      base images against forgetting, picking best.onnx on label's held-out split (defaults
-#      otherwise; distillation, --kd, measured worse here)
+#   5. headroom train: the field-accurate configuration (configs/runs.toml, the best measured in
+#      docs/BENCHMARKS.md "Adaptation"): every layer, batch 2, checkpointed, accumulation sized to
+#      the data, Ultralytics' augmentation, dense distillation from the teacher run on each batch,
+#      30 epochs, on label's train split, replaying base images against forgetting, picking
+#      best.onnx on label's held-out split
 #   6. evaluates the retrained student (best.onnx) on both: field/ (true labels) picked nothing
 #   (plan: the memory of each training configuration on an Orin Nano 4GB, charted in the report)
 #   7. headroom export: FP16 and INT8 (Q/DQ + TensorRT calibration cache, calibrated on the field
 #      images) of the retrained student, each scored on the field val split; prints the tables and
 #      writes demo-out/report/ (summary.md with the tables and step times, PNG plots)
-# Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build; HEADROOM_DEMO_EPOCHS (10).
+# Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build; HEADROOM_DEMO_EPOCHS (30).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +27,7 @@ stage() { headroom_step "$*"; printf '\n== %s\n' "$*" >&2; }
 model=models/demo/yolov8n-shapes-160.onnx
 teacher=models/demo/teacher-shapes-160.onnx
 out=${HEADROOM_DEMO_OUT:-demo-out}
-epochs=${HEADROOM_DEMO_EPOCHS:-10}
+epochs=${HEADROOM_DEMO_EPOCHS:-30}
 [ -f "$model" ] || fail "$model is missing from the checkout"
 [ -f "$teacher" ] || fail "$teacher is missing from the checkout (scripts/fixtures/train_demo_teacher.py makes it)"
 
@@ -74,14 +76,15 @@ times[label]=$SECONDS
 
 stage "headroom plan: training memory of the student on a Jetson Orin Nano 4GB, by configuration"
 mkdir -p "$out/report"
-"$bin" -q plan --model "$model" --device orin-nano-4 --train head --chart "$out/report/plan.png" \
+"$bin" -q plan --model "$model" --device orin-nano-4 --train all --chart "$out/report/plan.png" \
   || fail "headroom plan"
 times[plan]=$SECONDS
 
-stage "headroom train: the student's head on the pseudo-labels (batch 2, checkpointed, --replay base)"
+stage "headroom train: the student on the pseudo-labels (field-accurate: all layers, augmentation, the teacher distilled, --replay base)"
 rm -rf "$out/runs/field"
 "$bin" train --model "$model" --data "$out/field-labelled/data.yaml" --replay "$out/base-train/data.yaml" \
-  --epochs "$epochs" --batch 2 --project "$out/runs" --name field || fail "headroom train"
+  --epochs "$epochs" --batch 2 --train all --nbs auto --mosaic 1 --scale 0.5 --translate 0.1 --hsv 0.015,0.7,0.4 \
+  --teacher "$teacher" --project "$out/runs" --name field || fail "headroom train"
 
 times[train]=$SECONDS
 stage "headroom eval: the retrained student on base and field (after)"

@@ -66,10 +66,10 @@ presets = tomllib.load(open(sys.argv[1], "rb"))
 if sys.argv[2] not in presets:
     sys.exit(f"unknown preset `{sys.argv[2]}`; known: {', '.join(presets)}")
 p = presets[sys.argv[2]]
-print(p["epochs"], p["train"], p["min_gain"], p.get("nbs", 64))
+print(p["epochs"], p["train"], p["min_gain"], p.get("nbs", 64), int(p.get("augment", False)), int(p.get("distill", False)))
 PY
 ) || { echo "field-retrain: --preset $preset: see above (configs/runs.toml)" >&2; exit 2; }
-read -r preset_epochs preset_train preset_gain preset_nbs <<<"$preset_values"
+read -r preset_epochs preset_train preset_gain preset_nbs preset_augment preset_distill <<<"$preset_values"
 epochs=${epochs:-$preset_epochs} part=${part:-$preset_train} min_gain=${min_gain:-$preset_gain}
 [ -n "$deployed" ] || { echo "field-retrain: --deployed PATH.onnx is required" >&2; usage; }
 [ -f "$deployed" ] || fail "--deployed $deployed: no such file (the model the inference service reads)"
@@ -218,6 +218,10 @@ if [ ! -f "$run/train.done" ]; then
     rm -rf "$run/train"
     replay_args=()
     [ -n "$replay" ] && replay_args=(--replay "$replay")
+    # Preset keys augment (Ultralytics' augmentation values) and distill (dense distillation from
+    # the labelling teacher): docs/BENCHMARKS.md "Adaptation".
+    [ "$preset_augment" = 1 ] && replay_args+=(--mosaic 1 --scale 0.5 --translate 0.1 --hsv 0.015,0.7,0.4)
+    [ "$preset_distill" = 1 ] && replay_args+=(--teacher "$teacher")
     log "training: $part ($preset), plan auto for $device"
     run_step train "$bin" -q train --model "$run/base.onnx" --data "$run/data.yaml" "${replay_args[@]}" \
       --epochs "$epochs" --train "$part" --nbs "$preset_nbs" --plan auto --device "$device" --reserve "$reserve" --threads "$threads" \
