@@ -188,7 +188,7 @@ mod with_onnxruntime {
         assert_eq!(one_calls, calls(&[1; 20], 160));
         // 20 images: two full batches and a partial one, not padded (in any order: two streams).
         let mut eight_calls = eight_calls;
-        eight_calls.sort_by(|a, b| b.0.cmp(&a.0));
+        eight_calls.sort_by_key(|c| std::cmp::Reverse(c.0));
         assert_eq!(eight_calls, calls(&[8, 8, 4], 160));
         assert_eq!(eight["counts"]["labelled"].as_u64(), Some(20), "{eight}");
         // The shipped static model: its fixed batch of 1 wins over --batch 8.
@@ -251,7 +251,7 @@ mod with_onnxruntime {
         // call first depends on the machine's load (seen: 5, 2, 5), so the batches are compared as
         // a set.
         let mut five_calls = five_calls;
-        five_calls.sort_by(|a, b| b.0.cmp(&a.0));
+        five_calls.sort_by_key(|c| std::cmp::Reverse(c.0));
         assert_eq!(five_calls, calls(&[5, 5, 2], 160));
         let difference = compare(&images, &dir.path().join("b1"), &dir.path().join("b5"));
         eprintln!("batch 5 against batch 1: {difference:?}");
