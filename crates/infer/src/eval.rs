@@ -15,9 +15,7 @@ use std::time::Instant;
 use headroom_core::boxes::Xyxy;
 #[cfg(feature = "onnxruntime")]
 use headroom_core::dataset::ImageRecord;
-#[cfg(feature = "onnxruntime")]
-use headroom_core::metrics::DetectionStats;
-use headroom_core::metrics::Metrics;
+use headroom_core::metrics::{DetectionStats, Metrics};
 use headroom_core::preprocess::Preprocess;
 use serde::Serialize;
 
@@ -42,6 +40,11 @@ pub struct EvalReport {
     pub metrics: Metrics,
     /// Wall time of the evaluation, seconds.
     pub seconds: f64,
+    /// The per-image matches the metrics come from, in `images` order (not serialised): what
+    /// [`headroom_core::metrics::bootstrap::paired_map_difference`] resamples, without running the
+    /// model again.
+    #[serde(skip)]
+    pub stats: DetectionStats,
 }
 
 /// Checks that a model's class names fit a dataset's: same count (an error otherwise); a warning
@@ -131,6 +134,7 @@ pub fn evaluate(
         names: names.to_vec(),
         metrics,
         seconds: start.elapsed().as_secs_f64(),
+        stats,
     })
 }
 

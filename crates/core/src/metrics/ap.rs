@@ -1,7 +1,7 @@
 //! Average precision per class, as Ultralytics 8.4.190's `ap_per_class` and `compute_ap` do it.
 
 use super::matching::{N_IOU, TruePositives};
-use super::numeric::{argmax, interp, linspace_unit, mean, smooth, trapezoid};
+use super::numeric::{argmax, interp, interp_sorted, linspace_unit, mean, smooth, trapezoid_with};
 
 /// Points of the confidence axis of the P, R and F1 curves (`np.linspace(0, 1, 1000)`).
 pub const CURVE_POINTS: usize = 1000;
@@ -33,24 +33,48 @@ pub struct ApPerClass {
 /// by the trapezoid rule. A single perfect detection gives 0.995 (the last of the 101 samples is
 /// the 0 sentinel), not 1.
 pub fn compute_ap(recall: &[f64], precision: &[f64]) -> f64 {
-    let mut mrec = Vec::with_capacity(recall.len() + 3);
-    mrec.push(0.0);
-    mrec.extend_from_slice(recall);
-    mrec.push(recall.last().copied().unwrap_or(1.0));
-    mrec.push(1.0);
-    let mut mpre = Vec::with_capacity(precision.len() + 3);
-    mpre.push(1.0);
-    mpre.extend_from_slice(precision);
-    mpre.extend([0.0, 0.0]);
-    // np.flip(np.maximum.accumulate(np.flip(mpre))); np.maximum propagates NaN.
-    for i in (0..mpre.len() - 1).rev() {
-        let (here, next) = (mpre[i], mpre[i + 1]);
-        mpre[i] = if here.is_nan() || next.is_nan() { f64::NAN } else { here.max(next) };
+    ApWork::default().compute_ap(recall, precision)
+}
+
+/// Buffers of [`compute_ap`] and [`class_ap`], reusable from one call to the next.
+#[derive(Debug, Default)]
+pub(super) struct ApWork {
+    points: [Vec<(u64, u64)>; N_IOU],
+    recall: Vec<f64>,
+    precision: Vec<f64>,
+    mrec: Vec<f64>,
+    mpre: Vec<f64>,
+    /// `linspace_unit(AP_POINTS)`, once computed.
+    x: Vec<f64>,
+    sampled: Vec<f64>,
+    terms: Vec<f64>,
+}
+
+impl ApWork {
+    /// [`compute_ap`] in these buffers.
+    fn compute_ap(&mut self, recall: &[f64], precision: &[f64]) -> f64 {
+        let Self { mrec, mpre, x, sampled, terms, .. } = self;
+        mrec.clear();
+        mrec.push(0.0);
+        mrec.extend_from_slice(recall);
+        mrec.push(recall.last().copied().unwrap_or(1.0));
+        mrec.push(1.0);
+        mpre.clear();
+        mpre.push(1.0);
+        mpre.extend_from_slice(precision);
+        mpre.extend([0.0, 0.0]);
+        // np.flip(np.maximum.accumulate(np.flip(mpre))); np.maximum propagates NaN.
+        for i in (0..mpre.len() - 1).rev() {
+            let (here, next) = (mpre[i], mpre[i + 1]);
+            mpre[i] = if here.is_nan() || next.is_nan() { f64::NAN } else { here.max(next) };
+        }
+        if x.is_empty() {
+            *x = linspace_unit(AP_POINTS);
+        }
+        let right = mpre[mpre.len() - 1];
+        interp_sorted(x, mrec, mpre, mpre[0], right, sampled);
+        trapezoid_with(sampled, x, terms)
     }
-    let x = linspace_unit(AP_POINTS);
-    let right = mpre[mpre.len() - 1];
-    let sampled: Vec<f64> = x.iter().map(|&v| interp(v, &mrec, &mpre, mpre[0], right)).collect();
-    trapezoid(&sampled, &x)
 }
 
 /// `np.argsort(-conf)` made stable: decreasing confidence, equal confidences in input order, `NaN`
@@ -93,13 +117,124 @@ fn class_curves(tp: &[&TruePositives], conf: &[f64], labels: usize, px: &[f64]) 
         let right = curve.last().copied().unwrap_or(left);
         px.iter().map(|&x| interp(-x, &neg_conf, curve, left, right)).collect()
     };
-    let mut ap = [0.0; N_IOU];
-    for (t, value) in ap.iter_mut().enumerate() {
-        let r: Vec<f64> = recall.iter().map(|r| r[t]).collect();
-        let p: Vec<f64> = precision.iter().map(|p| p[t]).collect();
-        *value = compute_ap(&r, &p);
-    }
+    let ap = class_ap(tp.iter().map(|&row| (row, 1)), labels, &mut ApWork::default());
     ClassCurves { precision: at(&precision_0, 1.0), recall: at(&recall_0, 0.0), ap }
+}
+
+/// AP at each IoU threshold of one class: `rows` are its predictions' true-positive flags by
+/// decreasing confidence, each with how many times in a row it occurs, `labels` (> 0) its
+/// ground-truth boxes. All 0 without predictions (as
+/// [`ap_per_class`] leaves such a class).
+///
+/// Of each run of points with the same recall (a true positive and the false positives after it,
+/// or the false positives before the first true positive) only the first and the last go to
+/// [`compute_ap`]: the result is bit-identical. Inside a run precision only falls, so the
+/// envelope at the kept points is unchanged, and `np.interp` only reads a run of equal `xp` at its
+/// first point (interpolating from the left) and its last (at that recall and to the right).
+pub(super) fn class_ap<'a>(
+    rows: impl Iterator<Item = (&'a TruePositives, u64)>,
+    labels: usize,
+    work: &mut ApWork,
+) -> [f64; N_IOU] {
+    const EPS: f64 = 1e-16;
+    let mut kept = KeptPoints { points: std::mem::take(&mut work.points), ..KeptPoints::default() };
+    kept.points.iter_mut().for_each(Vec::clear);
+    // False positives at every threshold not yet counted (the common case, handled in one go).
+    let mut misses = 0u64;
+    for (row, count) in rows {
+        if row.iter().any(|&hit| hit) {
+            kept.misses(misses);
+            misses = 0;
+            for _ in 0..count {
+                kept.row(row);
+            }
+        } else {
+            misses += count;
+        }
+    }
+    kept.misses(misses);
+    let points = kept.points;
+    let mut ap = [0.0; N_IOU];
+    if points[0].is_empty() {
+        work.points = points;
+        return ap;
+    }
+    let (mut recall, mut precision) = (std::mem::take(&mut work.recall), std::mem::take(&mut work.precision));
+    for t in 0..N_IOU {
+        if t > 0 && points[t] == points[t - 1] {
+            // Same points, same AP.
+            ap[t] = ap[t - 1];
+            continue;
+        }
+        let (value, kept) = (&mut ap[t], &points[t]);
+        recall.clear();
+        precision.clear();
+        for &(tp, fp) in kept {
+            recall.push(tp as f64 / (labels as f64 + EPS));
+            precision.push(tp as f64 / (tp + fp) as f64);
+        }
+        *value = work.compute_ap(&recall, &precision);
+    }
+    (work.recall, work.precision, work.points) = (recall, precision, points);
+    ap
+}
+
+/// The points [`class_ap`] keeps, per threshold, as (true positives, false positives) so far.
+#[derive(Default)]
+struct KeptPoints {
+    points: [Vec<(u64, u64)>; N_IOU],
+    /// Whether the last point kept is the first of its run (so the next one of the run is
+    /// appended, not written over it).
+    run_start: [bool; N_IOU],
+    tp: [u64; N_IOU],
+    fp: [u64; N_IOU],
+}
+
+impl KeptPoints {
+    /// One prediction.
+    fn row(&mut self, row: &TruePositives) {
+        for (t, &hit) in row.iter().enumerate() {
+            let kept = &mut self.points[t];
+            if hit {
+                self.tp[t] += 1;
+                self.run_start[t] = true;
+                kept.push((self.tp[t], self.fp[t]));
+            } else {
+                self.fp[t] += 1;
+                if kept.is_empty() || self.run_start[t] {
+                    self.run_start[t] = kept.is_empty();
+                    kept.push((self.tp[t], self.fp[t]));
+                } else if let Some(last) = kept.last_mut() {
+                    *last = (self.tp[t], self.fp[t]);
+                }
+            }
+        }
+    }
+
+    /// `count` predictions in a row, false positives at every threshold.
+    fn misses(&mut self, count: u64) {
+        if count == 0 {
+            return;
+        }
+        for t in 0..N_IOU {
+            let kept = &mut self.points[t];
+            let (tp, first, last) = (self.tp[t], self.fp[t] + 1, self.fp[t] + count);
+            self.fp[t] = last;
+            if kept.is_empty() {
+                // The first point, and the last of its run if there are more.
+                kept.push((tp, first));
+                self.run_start[t] = count == 1;
+                if count > 1 {
+                    kept.push((tp, last));
+                }
+            } else if self.run_start[t] {
+                self.run_start[t] = false;
+                kept.push((tp, last));
+            } else if let Some(point) = kept.last_mut() {
+                *point = (tp, last);
+            }
+        }
+    }
 }
 
 /// Ultralytics' `ap_per_class(tp, conf, pred_cls, target_cls)`.
@@ -201,7 +336,7 @@ impl ApPerClass {
     }
 }
 
-fn mean_or_zero(values: &[f64]) -> f64 {
+pub(super) fn mean_or_zero(values: &[f64]) -> f64 {
     if values.is_empty() { 0.0 } else { mean(values) }
 }
 
@@ -254,6 +389,52 @@ mod tests {
         let result = ap_per_class(&[[false; N_IOU]], &[0.5], &[0], &[]);
         assert!(result.classes.is_empty());
         assert_eq!((result.map50(), result.map50_95(), result.mean_precision()), (0.0, 0.0, 0.0));
+    }
+
+    /// `class_ap` without its shortcuts: every point to `compute_ap`.
+    fn class_ap_reference(rows: &[TruePositives], labels: usize) -> [f64; N_IOU] {
+        let mut ap = [0.0; N_IOU];
+        if rows.is_empty() {
+            return ap;
+        }
+        for (t, value) in ap.iter_mut().enumerate() {
+            let (mut tpc, mut fpc, mut recall, mut precision) = (0u64, 0u64, Vec::new(), Vec::new());
+            for row in rows {
+                tpc += u64::from(row[t]);
+                fpc += u64::from(!row[t]);
+                recall.push(tpc as f64 / (labels as f64 + 1e-16));
+                precision.push(tpc as f64 / (tpc + fpc) as f64);
+            }
+            *value = compute_ap(&recall, &precision);
+        }
+        ap
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn class_ap_equals_every_point_ap(
+            hits in proptest::collection::vec((proptest::bool::weighted(0.3), 0usize..=N_IOU), 0..60),
+            extra_labels in 0usize..5,
+        ) {
+            // A hit up to some threshold (as IoU matching gives), or none.
+            let rows: Vec<TruePositives> = hits
+                .iter()
+                .map(|&(hit, up_to)| std::array::from_fn(|t| hit && t < up_to))
+                .collect();
+            let labels = rows.iter().filter(|r| r[0]).count() + extra_labels;
+            proptest::prop_assume!(labels > 0);
+            let fast = class_ap(rows.iter().map(|row| (row, 1)), labels, &mut ApWork::default());
+            proptest::prop_assert_eq!(fast, class_ap_reference(&rows, labels));
+            // The same rows with repeats run together.
+            let mut runs: Vec<(&TruePositives, u64)> = Vec::new();
+            for row in &rows {
+                match runs.last_mut() {
+                    Some((last, count)) if *last == row => *count += 1,
+                    _ => runs.push((row, 1)),
+                }
+            }
+            proptest::prop_assert_eq!(class_ap(runs.into_iter(), labels, &mut ApWork::default()), fast);
+        }
     }
 
     #[test]

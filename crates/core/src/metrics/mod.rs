@@ -22,6 +22,7 @@
 //! per-axis scale and shift between Ultralytics' letterboxed space and the original image.
 
 mod ap;
+pub mod bootstrap;
 pub mod coco;
 mod matching;
 mod numeric;
@@ -92,7 +93,20 @@ pub struct DetectionStats {
     target_cls: Vec<usize>,
     /// The distinct classes of each image's ground truth, concatenated (`target_img`).
     target_img: Vec<usize>,
-    images: usize,
+    /// Where each image's entries end, in the order the images were added.
+    ends: Vec<ImageEnds>,
+}
+
+/// The end (one past the last) of one image's entries in each of [`DetectionStats`]' vectors; the
+/// image starts where the previous one ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ImageEnds {
+    /// In `tp`, `conf` and `pred_cls`.
+    predictions: usize,
+    /// In `target_cls`.
+    targets: usize,
+    /// In `target_img`.
+    target_img: usize,
 }
 
 impl DetectionStats {
@@ -103,7 +117,46 @@ impl DetectionStats {
 
     /// Images added so far.
     pub fn images(&self) -> usize {
-        self.images
+        self.ends.len()
+    }
+
+    /// Where the `image`-th image's entries start and end (`image < self.images()`).
+    fn image_range(&self, image: usize) -> (ImageEnds, ImageEnds) {
+        let start = if image == 0 { ImageEnds::default() } else { self.ends[image - 1] };
+        (start, self.ends[image])
+    }
+
+    /// The stats of the given images (indices in the order they were added), in the given order,
+    /// repeats allowed: a bootstrap resample. `subset(&(0..n).collect::<Vec<_>>())` finishes to
+    /// the same metrics as `self`.
+    ///
+    /// # Panics
+    ///
+    /// If an index is not below [`Self::images`].
+    pub fn subset(&self, images: &[usize]) -> DetectionStats {
+        let mut out = DetectionStats::new();
+        out.ends.reserve(images.len());
+        for &image in images {
+            assert!(image < self.images(), "image {image} of {} in a subset", self.images());
+            let (start, end) = self.image_range(image);
+            let predictions = start.predictions..end.predictions;
+            out.tp.extend_from_slice(&self.tp[predictions.clone()]);
+            out.conf.extend_from_slice(&self.conf[predictions.clone()]);
+            out.pred_cls.extend_from_slice(&self.pred_cls[predictions]);
+            out.target_cls.extend_from_slice(&self.target_cls[start.targets..end.targets]);
+            out.target_img.extend_from_slice(&self.target_img[start.target_img..end.target_img]);
+            out.push_end();
+        }
+        out
+    }
+
+    /// Records that the current image's entries end here.
+    fn push_end(&mut self) {
+        self.ends.push(ImageEnds {
+            predictions: self.tp.len(),
+            targets: self.target_cls.len(),
+            target_img: self.target_img.len(),
+        });
     }
 
     /// Adds one image: its predictions (any order; they are matched by decreasing score, equal
@@ -137,7 +190,7 @@ impl DetectionStats {
         distinct.dedup();
         self.target_img.extend(distinct);
         self.target_cls.extend(true_classes);
-        self.images += 1;
+        self.push_end();
         tp
     }
 
@@ -176,7 +229,7 @@ impl DetectionStats {
         let (precision, recall) = (result.mean_precision(), result.mean_recall());
         let (map50, map50_95) = (result.map50(), result.map50_95());
         Ok(Metrics {
-            images: self.images,
+            images: self.images(),
             instances: self.target_cls.len(),
             precision,
             recall,

@@ -34,6 +34,34 @@ pub(crate) fn interp(x: f64, xp: &[f64], fp: &[f64], left: f64, right: f64) -> f
     }
     // Number of xp <= x, minus one: the binary search of numpy's `binary_search_with_guess`.
     let j = xp[..n].partition_point(|&v| v <= x) - 1;
+    interp_from(j, x, &xp[..n], &fp[..n])
+}
+
+/// [`interp`] at each of `x`, which must be non-decreasing (NaN allowed only at the end), into
+/// `out`: one walk along `xp` instead of a search per point, the same values.
+pub(crate) fn interp_sorted(x: &[f64], xp: &[f64], fp: &[f64], left: f64, right: f64, out: &mut Vec<f64>) {
+    let n = xp.len().min(fp.len());
+    out.clear();
+    let mut below = 0; // xp <= the current x
+    for &v in x {
+        out.push(if n == 0 || v.is_nan() {
+            f64::NAN
+        } else if v < xp[0] {
+            left
+        } else if v > xp[n - 1] {
+            right
+        } else {
+            while below < n && xp[below] <= v {
+                below += 1;
+            }
+            interp_from(below - 1, v, &xp[..n], &fp[..n])
+        });
+    }
+}
+
+/// The end of [`interp`]: `x` lies in `[xp[j], xp[j + 1])`, or at `xp[j]` when `j` is the last.
+fn interp_from(j: usize, x: f64, xp: &[f64], fp: &[f64]) -> f64 {
+    let n = xp.len();
     if j == n - 1 || xp[j] == x {
         return fp[j];
     }
@@ -85,10 +113,16 @@ pub(crate) fn mean(a: &[f64]) -> f64 {
 }
 
 /// `numpy.trapezoid(y, x)`.
+#[cfg(test)]
 pub(crate) fn trapezoid(y: &[f64], x: &[f64]) -> f64 {
-    let terms: Vec<f64> =
-        x.windows(2).zip(y.windows(2)).map(|(x, y)| (x[1] - x[0]) * (y[1] + y[0]) / 2.0).collect();
-    pairwise_sum(&terms)
+    trapezoid_with(y, x, &mut Vec::new())
+}
+
+/// `numpy.trapezoid(y, x)` with `terms` as scratch space.
+pub(crate) fn trapezoid_with(y: &[f64], x: &[f64], terms: &mut Vec<f64>) -> f64 {
+    terms.clear();
+    terms.extend(x.windows(2).zip(y.windows(2)).map(|(x, y)| (x[1] - x[0]) * (y[1] + y[0]) / 2.0));
+    pairwise_sum(terms)
 }
 
 /// Ultralytics' `smooth(y, f)`: a box filter `round(len * f * 2) // 2 + 1` wide (odd), the ends
@@ -152,6 +186,28 @@ mod tests {
         assert_eq!(interp(1.0, &xp, &fp, 9.0, 9.0), 0.0);
         assert_eq!(interp(-0.1, &xp, &fp, 7.0, 8.0), 7.0);
         assert_eq!(interp(1.1, &xp, &fp, 7.0, 8.0), 8.0);
+    }
+
+    #[test]
+    fn interp_sorted_is_interp_at_each_point() {
+        let x = linspace_unit(101);
+        let xs = [
+            (
+                vec![0.0, 0.25, 0.25, 0.25, 0.5, 0.7, 0.7, 1.0],
+                vec![1.0, 0.9, 0.6, 0.4, 0.4, 0.3, f64::NAN, 0.0],
+            ),
+            (vec![0.0, 0.0, 0.33, 0.33, 0.66, 0.66, 1.0], vec![1.0, 1.0, 0.5, 0.5, 0.2, 0.2, 0.0]),
+            (vec![0.2, 0.8], vec![0.7, 0.1]),
+            (vec![0.5], vec![0.3]),
+        ];
+        let mut out = Vec::new();
+        for (xp, fp) in &xs {
+            interp_sorted(&x, xp, fp, -1.0, -2.0, &mut out);
+            let each: Vec<f64> = x.iter().map(|&v| interp(v, xp, fp, -1.0, -2.0)).collect();
+            assert_eq!(format!("{out:?}"), format!("{each:?}"));
+        }
+        interp_sorted(&[0.5], &[], &[], 0.0, 0.0, &mut out);
+        assert!(out[0].is_nan());
     }
 
     #[test]

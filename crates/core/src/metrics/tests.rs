@@ -85,6 +85,68 @@ fn metrics_serialise_to_json() {
     assert_eq!(json["map50_95"], 0.0);
 }
 
+/// Four images: two classes, a background image with a false positive, an image without
+/// predictions, equal scores across images.
+fn four_images() -> Vec<Image> {
+    let (a, b) = (Xyxy::new(0.0, 0.0, 40.0, 40.0), Xyxy::new(50.0, 50.0, 90.0, 80.0));
+    vec![
+        (vec![(0, a), (1, b)], vec![det(1.0, 1.0, 40.0, 41.0, 0.8, 0), det(50.0, 52.0, 90.0, 80.0, 0.6, 1)]),
+        (vec![], vec![det(5.0, 5.0, 30.0, 30.0, 0.8, 0)]),
+        (vec![(0, a), (0, b)], vec![det(50.0, 50.0, 88.0, 80.0, 0.7, 0), det(0.0, 0.0, 20.0, 20.0, 0.8, 0)]),
+        (vec![(1, a)], vec![]),
+    ]
+}
+
+fn stats_of(images: &[Image], order: &[usize]) -> DetectionStats {
+    let mut stats = DetectionStats::new();
+    for &i in order {
+        stats.add_image(&images[i].1, &images[i].0);
+    }
+    stats
+}
+
+#[test]
+fn metrics_subset_of_every_image_finishes_like_the_whole() {
+    let images = four_images();
+    let whole = stats_of(&images, &[0, 1, 2, 3]);
+    let all = whole.subset(&[0, 1, 2, 3]);
+    assert_eq!(all.images(), 4);
+    assert_eq!(all.finish(2).expect("in range"), whole.finish(2).expect("in range"));
+    assert_eq!(
+        whole.subset(&[]).finish(2).expect("nothing"),
+        DetectionStats::default().finish(2).expect("nothing")
+    );
+}
+
+#[test]
+fn metrics_subset_with_repeats_is_adding_those_images() {
+    let images = four_images();
+    let whole = stats_of(&images, &[0, 1, 2, 3]);
+    for order in [vec![2, 0, 2], vec![1, 1, 3], vec![3, 2, 1, 0, 0], vec![0]] {
+        let subset = whole.subset(&order);
+        assert_eq!(subset.images(), order.len());
+        assert_eq!(
+            subset.finish(2).expect("in range"),
+            stats_of(&images, &order).finish(2).expect("in range")
+        );
+        // A subset of a subset indexes the subset's images.
+        let twice = subset.subset(&(0..order.len()).rev().collect::<Vec<_>>());
+        let reversed: Vec<usize> = order.iter().rev().copied().collect();
+        assert_eq!(
+            twice.finish(2).expect("in range"),
+            stats_of(&images, &reversed).finish(2).expect("in range")
+        );
+    }
+    // Clones keep the image boundaries.
+    assert_eq!(whole.clone().subset(&[3]).finish(2).expect("in range").instances, 1);
+}
+
+#[test]
+#[should_panic(expected = "image 4 of 4")]
+fn metrics_subset_rejects_unknown_images() {
+    stats_of(&four_images(), &[0, 1, 2, 3]).subset(&[4]);
+}
+
 /// One image: ground truth as `(class, box)` and predictions.
 type Image = (Vec<(usize, Xyxy)>, Vec<Detection>);
 
