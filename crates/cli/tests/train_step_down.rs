@@ -141,4 +141,72 @@ mod with_libraries {
         assert!(stderr.contains("nothing fits") && stderr.contains("alone need"), "{stderr}");
         assert!(!project.join("none").exists(), "nothing written when nothing fits");
     }
+
+    #[test]
+    fn plan_auto_on_a_device_file_board_or_device_auto_and_resume_without_the_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let data = synth_field(dir.path(), 4, 2);
+        let project = dir.path().join("runs");
+        let model =
+            crate::common::repo_root().join("tests/fixtures/onnx/yolov8n-w00625-nc3-160-dynamic.onnx");
+        let devices = dir.path().join("devices.toml");
+        std::fs::write(
+            &devices,
+            "[[device]]\nname = \"myboard\"\ndescription = \"Acme Vision\"\nmemory_gib = 6.0\n\
+             reserve_gib = 1.5\nruntime_mib = 145.0\nmodels = [\"Acme Vision\"]\n",
+        )
+        .expect("write");
+        let train = |name: &str, extra: &[&str], env: &[(&str, &str)]| {
+            let mut command = headroom_command();
+            command.env("HEADROOM_SYSTEM_DEVICES", dir.path().join("none.toml")).args([
+                "train",
+                "--model",
+                s(&model),
+                "--data",
+                s(&data),
+                "--epochs",
+                "1",
+                "--project",
+                s(&project),
+                "--name",
+                name,
+                "--threads",
+                "2",
+                "--plan",
+                "auto",
+                "--budget",
+                "400MiB",
+            ]);
+            command.args(extra);
+            for (k, v) in env {
+                command.env(k, v);
+            }
+            command.output().expect("headroom runs")
+        };
+        let run = train("board", &["--device", "myboard", "--devices", s(&devices)], &[]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success() && stderr.contains("--plan auto on myboard"), "{stderr}");
+        let config = std::fs::read_to_string(project.join("board/config.toml")).expect("config");
+        assert!(config.contains("[device_preset]") && config.contains("\"Acme Vision\""), "{config}");
+        // The run keeps its preset: resuming needs no device file.
+        std::fs::remove_file(&devices).expect("remove");
+        let board = project.join("board");
+        let run = headroom(&["train", "--resume", s(&board), "--epochs", "2", "--threads", "2"]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let mem = ((7.4 * f64::from(1u32 << 30)) as u64).to_string();
+        let run = train(
+            "auto",
+            &["--device", "auto"],
+            &[
+                ("HEADROOM_BOARD_MODEL", "NVIDIA Jetson Orin Nano Developer Kit"),
+                ("HEADROOM_MEM_TOTAL", &mem),
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("with 7.4 GiB: orin-nano-8") && stderr.contains("--plan auto on orin-nano-8"),
+            "{stderr}"
+        );
+    }
 }

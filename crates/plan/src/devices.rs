@@ -31,6 +31,11 @@ pub struct DevicePreset {
     /// Resident memory of the runtime before any model (libtorch and ONNX Runtime libraries and
     /// their allocators), MiB: measured on the x86 CPU preset, assumed elsewhere (devices.toml says which).
     pub runtime_mib: f64,
+    /// Substrings (case-insensitive) of the board's `/proc/device-tree/model` that identify this
+    /// board family (`Orin Nano`), for `--device auto` ([`detect`]); the memory tells the
+    /// variants of a family apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -52,6 +57,7 @@ impl DevicePreset {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeviceFile {
+    #[serde(default)]
     device: Vec<DevicePreset>,
 }
 
@@ -60,6 +66,19 @@ pub fn parse_devices(path: &Path, text: &str) -> Result<Vec<DevicePreset>, Error
     let invalid = |message: String| Error::Invalid { path: path.to_path_buf(), message };
     let file: DeviceFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
     for d in &file.device {
+        let reserved = d.name == "auto" || d.name == "cpu" || d.name.starts_with("cuda");
+        if d.name.trim().is_empty() || reserved {
+            return Err(invalid(format!(
+                "device `{}`: a name is needed, and not `auto`, `cpu` or `cuda...` (those mean something else to --device)",
+                d.name
+            )));
+        }
+        if d.models.iter().any(|m| m.trim().is_empty()) {
+            return Err(invalid(format!(
+                "device `{}`: an empty string in `models` matches every board",
+                d.name
+            )));
+        }
         if !(d.memory_gib > 0.0
             && d.reserve_gib >= 0.0
             && d.reserve_gib < d.memory_gib
@@ -95,6 +114,172 @@ pub fn find_device<'a>(devices: &'a [DevicePreset], name: &str) -> Result<&'a De
     })
 }
 
+/// The system-wide device file, read after the built-ins when it exists.
+pub const SYSTEM_DEVICES: &str = "/etc/headroom/devices.toml";
+
+/// Environment variable that moves [`SYSTEM_DEVICES`] (tests).
+pub const SYSTEM_DEVICES_ENV: &str = "HEADROOM_SYSTEM_DEVICES";
+
+/// The presets to choose from: the built-ins, then [`SYSTEM_DEVICES`] (or the file named by
+/// `HEADROOM_SYSTEM_DEVICES`) when it exists, then `user_file` (`--devices FILE`, which must exist).
+/// A later preset with the same name replaces the earlier one in place; new names are added.
+pub fn load_all(user_file: Option<&Path>) -> Result<Vec<DevicePreset>, Error> {
+    let system = std::env::var_os(SYSTEM_DEVICES_ENV)
+        .map_or_else(|| std::path::PathBuf::from(SYSTEM_DEVICES), std::path::PathBuf::from);
+    load_from(&system, user_file)
+}
+
+/// [`load_all`] with the system file's path given.
+fn load_from(system: &Path, user_file: Option<&Path>) -> Result<Vec<DevicePreset>, Error> {
+    let mut devices = builtin_devices()?;
+    if system.exists() {
+        merge(&mut devices, load_devices(system)?);
+    }
+    if let Some(path) = user_file {
+        merge(&mut devices, load_devices(path)?);
+    }
+    Ok(devices)
+}
+
+fn merge(devices: &mut Vec<DevicePreset>, later: Vec<DevicePreset>) {
+    for d in later {
+        match devices.iter_mut().find(|e| e.name == d.name) {
+            Some(earlier) => *earlier = d,
+            None => devices.push(d),
+        }
+    }
+}
+
+/// What `--device auto` found: the preset, whether a preset's `models` matched the board, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detected {
+    /// The preset chosen, or one made from the measured memory (`known` false, name `measured`).
+    pub preset: DevicePreset,
+    /// Whether a preset of the device files matched the board.
+    pub known: bool,
+    /// How it was chosen, for the log.
+    pub reason: String,
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Chooses the preset of this board: among the presets whose `models` match `board_model`
+/// (`/proc/device-tree/model`, case-insensitive substrings), the one whose memory is nearest to
+/// `mem_total_bytes` (MemTotal, a little less than the board's memory); the last one wins a tie,
+/// so a user file's entry beats a built-in. No match: a preset named `measured` made from the
+/// measured memory (`known` false). Neither readable: an error.
+pub fn detect(
+    devices: &[DevicePreset],
+    board_model: Option<&str>,
+    mem_total_bytes: Option<u64>,
+) -> Result<Detected, Error> {
+    let model = board_model
+        .map(|m| m.trim_matches(|c: char| c == '\0' || c.is_whitespace()))
+        .filter(|m| !m.is_empty());
+    let mem_gib = mem_total_bytes.filter(|&b| b > 0).map(|b| b as f64 / GIB);
+    if let Some(model) = model {
+        let lower = model.to_lowercase();
+        let matching: Vec<&DevicePreset> = devices
+            .iter()
+            .filter(|d| d.models.iter().any(|m| lower.contains(&m.trim().to_lowercase())))
+            .collect();
+        let mut best: Option<&DevicePreset> = None;
+        for &d in &matching {
+            let better = match (best, mem_gib) {
+                (None, _) => true,
+                (Some(b), Some(mem)) => (d.memory_gib - mem).abs() <= (b.memory_gib - mem).abs(),
+                // Memory unknown: the smallest of the family, the safe guess.
+                (Some(b), None) => d.memory_gib <= b.memory_gib,
+            };
+            if better {
+                best = Some(d);
+            }
+        }
+        if let Some(preset) = best {
+            let reason = match mem_gib {
+                Some(mem) => format!("board `{model}` with {mem:.1} GiB: {}", preset.name),
+                None => format!(
+                    "board `{model}`, memory unreadable: {}, the smallest of {}",
+                    preset.name,
+                    matching.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            return Ok(Detected { preset: preset.clone(), known: true, reason });
+        }
+    }
+    let Some(mem) = mem_gib else {
+        let what = match model {
+            Some(model) => {
+                format!("board `{model}` matches no device preset and MemTotal (/proc/meminfo) is unreadable")
+            }
+            None => {
+                "neither the board model (/proc/device-tree/model) nor MemTotal (/proc/meminfo) is readable"
+                    .into()
+            }
+        };
+        return Err(Error::Detect { reason: what });
+    };
+    let runtime_mib = devices.iter().find(|d| d.name == "x86-cpu").map_or(145.0, |d| d.runtime_mib);
+    let reserve = (0.125 * mem).max(1.0);
+    let gpu = model.is_some_and(|m| m.to_lowercase().contains("jetson"));
+    let board = match model {
+        Some(model) => format!("board `{model}` matches no device preset"),
+        None => "no board model (/proc/device-tree/model unreadable: not a Jetson)".to_string(),
+    };
+    let preset = DevicePreset {
+        name: "measured".into(),
+        description: format!(
+            "{}, {mem:.1} GiB measured (MemTotal)",
+            model.map_or_else(|| "unknown board".to_string(), |m| format!("unknown board `{m}`"))
+        ),
+        memory_gib: mem,
+        reserve_gib: reserve,
+        unified: true,
+        gpu,
+        runtime_mib,
+        models: Vec::new(),
+    };
+    let reason = format!(
+        "{board}: the budget comes from the measured memory, {mem:.1} GiB less a reserve of {reserve:.1} GiB{}; \
+         add the board to a device file (`[[device]]` with its `models`, given with --devices FILE or in \
+         {SYSTEM_DEVICES}) or give --device NAME",
+        if gpu { "" } else { ", no GPU" }
+    );
+    Ok(Detected { preset, known: false, reason })
+}
+
+/// Environment variable that replaces `/proc/device-tree/model` (tests; empty: no model).
+pub const BOARD_MODEL_ENV: &str = "HEADROOM_BOARD_MODEL";
+
+/// Environment variable that replaces MemTotal, in bytes (tests).
+pub const MEM_TOTAL_ENV: &str = "HEADROOM_MEM_TOTAL";
+
+/// This machine's board model (`/proc/device-tree/model`, NULs and blanks trimmed) and MemTotal
+/// in bytes (`/proc/meminfo`), each `None` when unreadable. `HEADROOM_BOARD_MODEL` (empty: none)
+/// and `HEADROOM_MEM_TOTAL` (bytes) replace them when set.
+pub fn read_board() -> (Option<String>, Option<u64>) {
+    let trim = |text: &str| {
+        let t = text.trim_matches(|c: char| c == '\0' || c.is_whitespace());
+        (!t.is_empty()).then(|| t.to_string())
+    };
+    let model = match std::env::var(BOARD_MODEL_ENV) {
+        Ok(text) => trim(&text),
+        Err(_) => std::fs::read("/proc/device-tree/model")
+            .ok()
+            .and_then(|bytes| trim(&String::from_utf8_lossy(&bytes))),
+    };
+    let mem = match std::env::var(MEM_TOTAL_ENV) {
+        Ok(text) => text.trim().parse::<u64>().ok(),
+        Err(_) => std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+                .map(|kb| kb * 1024)
+        }),
+    };
+    (model, mem)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +302,102 @@ mod tests {
         let bad =
             "[[device]]\nname='a'\ndescription='b'\nmemory_gib=4.0\nreserve_gib=5.0\nruntime_mib=100.0\n";
         assert!(parse_devices(p, bad).expect_err("reserve too big").to_string().contains("device `a`"));
+        let auto =
+            "[[device]]\nname='auto'\ndescription='b'\nmemory_gib=4.0\nreserve_gib=1.0\nruntime_mib=100.0\n";
+        assert!(parse_devices(p, auto).expect_err("reserved name").to_string().contains("`auto`"));
+    }
+
+    fn gib(g: f64) -> Option<u64> {
+        Some((g * GIB) as u64)
+    }
+
+    fn detected(model: Option<&str>, mem: Option<u64>) -> Detected {
+        let devices = builtin_devices().expect("builtin presets are valid");
+        detect(&devices, model, mem).expect("detected")
+    }
+
+    #[test]
+    fn detect_picks_the_family_by_model_and_the_variant_by_memory() {
+        let cases = [
+            ("NVIDIA Jetson Orin Nano Developer Kit", 3.6, "orin-nano-4"),
+            ("NVIDIA Jetson Orin Nano Developer Kit", 7.4, "orin-nano-8"),
+            ("NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super", 7.4, "orin-nano-8"),
+            ("NVIDIA Jetson AGX Orin Developer Kit", 61.0, "orin-agx-64"),
+            ("NVIDIA Jetson AGX Orin Developer Kit", 30.0, "orin-agx-32"),
+            ("NVIDIA Jetson Orin NX Engineering Reference Developer Kit", 15.3, "orin-nx-16"),
+            ("NVIDIA Jetson Orin NX Engineering Reference Developer Kit", 7.3, "orin-nx-8"),
+        ];
+        for (model, mem, want) in cases {
+            let d = detected(Some(model), gib(mem));
+            assert!(d.known, "{model}");
+            assert_eq!(d.preset.name, want, "{model} {mem}");
+        }
+        // The file ends with a NUL byte; case does not matter.
+        let d = detected(Some("nvidia jetson orin nano developer kit\0"), gib(7.4));
+        assert_eq!(d.preset.name, "orin-nano-8");
+        assert_eq!(d.reason, "board `nvidia jetson orin nano developer kit` with 7.4 GiB: orin-nano-8");
+        // Memory unreadable: the smallest of the family.
+        let d = detected(Some("NVIDIA Jetson Orin Nano Developer Kit"), None);
+        assert!(d.known && d.preset.name == "orin-nano-4", "{}", d.reason);
+    }
+
+    #[test]
+    fn detect_makes_a_preset_from_memory_for_an_unknown_board() {
+        let d = detected(Some("Raspberry Pi 5 Model B Rev 1.0"), gib(7.9));
+        assert!(!d.known);
+        assert_eq!(d.preset.name, "measured");
+        assert!((d.preset.memory_gib - 7.9).abs() < 1e-6 && (d.preset.reserve_gib - 1.0).abs() < 1e-6);
+        assert!(!d.preset.gpu && d.preset.unified && d.preset.runtime_mib == 145.0);
+        assert!(d.reason.contains("Raspberry Pi 5") && d.reason.contains("--devices FILE"), "{}", d.reason);
+        let d = detected(None, gib(31.0));
+        assert!(!d.known && !d.preset.gpu && d.preset.name == "measured");
+        assert!((d.preset.reserve_gib - 31.0 * 0.125).abs() < 1e-6);
+        assert!(d.reason.contains("measured memory"), "{}", d.reason);
+        // A Jetson no preset knows still trains on its GPU.
+        assert!(detected(Some("NVIDIA Jetson Thor Developer Kit"), gib(120.0)).preset.gpu);
+        let devices = builtin_devices().expect("builtin presets are valid");
+        let err = detect(&devices, None, None).expect_err("nothing readable");
+        assert!(err.to_string().contains("--device NAME"), "{err}");
+        assert!(detect(&devices, Some("Raspberry Pi"), None).is_err());
+    }
+
+    fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("headroom-plan-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).expect("write a temporary device file");
+        path
+    }
+
+    #[test]
+    fn later_device_files_replace_presets_by_name_and_add_boards() {
+        let system = temp_file(
+            "system.toml",
+            "[[device]]\nname='orin-nano-8'\ndescription='tuned'\nmemory_gib=8.0\nreserve_gib=3.5\nruntime_mib=200.0\nmodels=['Orin Nano']\n",
+        );
+        let user = temp_file(
+            "user.toml",
+            "[[device]]\nname='acme'\ndescription='Acme board'\nmemory_gib=8.0\nreserve_gib=2.0\nruntime_mib=145.0\nmodels=['Acme Vision']\n",
+        );
+        let builtins = builtin_devices().expect("builtin presets are valid");
+        let devices = load_from(&system, Some(&user)).expect("load");
+        assert_eq!(devices.len(), builtins.len() + 1);
+        let nano = find_device(&devices, "orin-nano-8").expect("still there");
+        assert_eq!((nano.description.as_str(), nano.reserve_gib), ("tuned", 3.5));
+        assert_eq!(
+            devices.iter().position(|d| d.name == "orin-nano-8"),
+            builtins.iter().position(|d| d.name == "orin-nano-8")
+        );
+        let d = detect(&devices, Some("Acme Vision 2 (Orin)"), gib(7.4)).expect("detected");
+        assert!(d.known && d.preset.name == "acme", "{}", d.reason);
+        // No system file: the built-ins and the user file.
+        let missing = std::env::temp_dir().join("headroom-plan-no-such-file.toml");
+        assert_eq!(load_from(&missing, None).expect("builtins").len(), builtins.len());
+        let bad = temp_file("bad.toml", "[[device]]\nname='x'\nmemory='lots'\n");
+        let err = load_from(&missing, Some(&bad)).expect_err("bad file").to_string();
+        assert!(err.starts_with(&bad.display().to_string()), "{err}");
+        let err = load_from(&missing, Some(&missing)).expect_err("missing file").to_string();
+        assert!(err.contains("headroom-plan-no-such-file.toml"), "{err}");
+        for p in [system, user, bad] {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }

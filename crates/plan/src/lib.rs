@@ -19,7 +19,10 @@ pub mod memory;
 pub mod saved;
 pub mod size;
 
-pub use devices::{BUILTIN_DEVICES, DevicePreset, builtin_devices, find_device, load_devices, parse_devices};
+pub use devices::{
+    BUILTIN_DEVICES, Detected, DevicePreset, builtin_devices, detect, find_device, load_all, load_devices,
+    parse_devices, read_board,
+};
 pub use ladder::{Candidate, Plan, plan, step_down};
 pub use memory::{Components, Estimate, Optimizer, Planner, Setup, TrunkRuntime};
 pub use size::{format_size, parse_size};
@@ -50,6 +53,12 @@ pub enum Error {
         name: String,
         /// The names available.
         known: String,
+    },
+    /// `--device auto` found nothing to go on.
+    #[error("--device auto: {reason}; give --device NAME")]
+    Detect {
+        /// What could not be read.
+        reason: String,
     },
     /// The input size cannot be used with this export.
     #[error("input size {}x{}: {reason}", imgsz[0], imgsz[1])]

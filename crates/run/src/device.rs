@@ -11,21 +11,46 @@ pub fn cuda_available() -> bool {
     Cuda::is_available()
 }
 
+/// Whether `text` names libtorch's device (`cpu`, `cuda`, `cuda:N`) rather than a preset.
+pub fn is_libtorch(text: &str) -> bool {
+    text == "cpu" || text == "cuda" || text.starts_with("cuda:")
+}
+
 /// libtorch's device text (`cpu`, `cuda`, `cuda:N`) and the preset whose budget and runtime apply.
 /// `warn`: say so when a GPU preset trains on the CPU.
 pub fn resolve(text: &str, cuda_available: bool, warn: bool) -> Result<(String, DevicePreset)> {
-    let devices = headroom_plan::builtin_devices()?;
-    let libtorch = text == "cpu" || text == "cuda" || text.starts_with("cuda:");
-    if libtorch {
+    resolve_saved(text, None, cuda_available, warn)
+}
+
+/// [`resolve`] with the preset the run saved (`RunSpec::device_preset`), which is then used for a
+/// preset name instead of looking `text` up in the built-ins (`auto`, or a name of a device file).
+pub fn resolve_saved(
+    text: &str,
+    saved: Option<&DevicePreset>,
+    cuda_available: bool,
+    warn: bool,
+) -> Result<(String, DevicePreset)> {
+    if is_libtorch(text) {
+        let devices = headroom_plan::builtin_devices()?;
         let name = if text == "cpu" { "x86-cpu" } else { "gpu-8" };
         return Ok((text.to_string(), headroom_plan::find_device(&devices, name)?.clone()));
     }
-    let preset = headroom_plan::find_device(&devices, text)
-        .map_err(|e| Error::Spec {
-            key: "--device".into(),
-            reason: format!("{text}: not cpu, cuda or cuda:N, and {e}"),
-        })?
-        .clone();
+    let preset = match saved {
+        Some(preset) => preset.clone(),
+        None if text == "auto" => {
+            let devices = headroom_plan::builtin_devices()?;
+            let (model, mem) = headroom_plan::read_board();
+            let found = headroom_plan::detect(&devices, model.as_deref(), mem)?;
+            tracing::info!("--device auto: {}", found.reason);
+            found.preset
+        }
+        None => headroom_plan::find_device(&headroom_plan::builtin_devices()?, text)
+            .map_err(|e| Error::Spec {
+                key: "--device".into(),
+                reason: format!("{text}: not cpu, cuda or cuda:N, and {e}"),
+            })?
+            .clone(),
+    };
     let torch = if preset.gpu && cuda_available {
         "cuda"
     } else {
@@ -58,4 +83,23 @@ pub fn torch_device(text: &str) -> Result<Device> {
         return Err(spec(format!("{text}: only {} CUDA device(s)", Cuda::device_count())));
     }
     Ok(Device::Cuda(index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_preset_is_used_without_the_device_files() {
+        let devices = headroom_plan::builtin_devices().expect("builtins");
+        let mut board = headroom_plan::find_device(&devices, "orin-nano-8").expect("preset").clone();
+        board.name = "myboard".into();
+        let (torch, preset) = resolve_saved("myboard", Some(&board), true, false).expect("saved");
+        assert_eq!((torch.as_str(), preset), ("cuda", board.clone()));
+        let (torch, _) = resolve_saved("myboard", Some(&board), false, false).expect("saved");
+        assert_eq!(torch, "cpu");
+        assert!(resolve_saved("myboard", None, false, false).is_err());
+        let (torch, preset) = resolve_saved("cpu", None, false, false).expect("cpu");
+        assert_eq!((torch.as_str(), preset.name.as_str()), ("cpu", "x86-cpu"));
+    }
 }

@@ -218,7 +218,8 @@ fn execute(
     if options.threads > 0 {
         headroom_train::tch::set_num_threads(options.threads as i32);
     }
-    let (device_text, preset) = device::resolve(&spec.device, device::cuda_available(), true)?;
+    let (device_text, preset) =
+        device::resolve_saved(&spec.device, spec.device_preset.as_ref(), device::cuda_available(), true)?;
     let device = device::torch_device(&device_text)?;
     let mut start = starting_model(&spec, options.threads)?;
     let trainable = spec.trainable()?;

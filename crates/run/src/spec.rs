@@ -79,6 +79,12 @@ pub struct RunSpec {
     /// gain; `crate::teacher`).
     #[serde(default)]
     pub teacher: Option<PathBuf>,
+    /// The device preset that `device` named (or `auto` detected) when the run was made, with the
+    /// device files then read: a resumed run uses it and needs no device file. None for `cpu`,
+    /// `cuda`, `cuda:N`, and in runs saved before it was recorded (the built-in preset of that
+    /// name then).
+    #[serde(default)]
+    pub device_preset: Option<headroom_plan::DevicePreset>,
     /// What `--plan auto` chose, when it planned the run.
     #[serde(default)]
     pub plan: Option<PlanChoice>,
@@ -103,6 +109,7 @@ impl RunSpec {
             memory_cap_after: 0,
             renorm: 0,
             teacher: None,
+            device_preset: None,
             plan: None,
             settings: TrainConfig::default(),
         }
@@ -257,6 +264,22 @@ mod tests {
         let s = RunSpec { memory_cap: Some("512MiB".into()), ..spec() };
         s.save(dir.path()).expect("save");
         assert_eq!(RunSpec::load(dir.path()).expect("load"), s);
+    }
+
+    #[test]
+    fn a_saved_preset_reads_back_and_older_specs_have_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let devices = headroom_plan::builtin_devices().expect("builtins");
+        let nano = headroom_plan::find_device(&devices, "orin-nano-8").expect("preset").clone();
+        let s = RunSpec { device: "auto".into(), device_preset: Some(nano), ..spec() };
+        s.save(dir.path()).expect("save");
+        let text = std::fs::read_to_string(dir.path().join(SPEC_FILE)).expect("read");
+        assert!(text.contains("[device_preset]") && text.contains("models = [\"Orin Nano\"]"), "{text}");
+        assert_eq!(RunSpec::load(dir.path()).expect("load"), s);
+        spec().save(dir.path()).expect("save");
+        let text = std::fs::read_to_string(dir.path().join(SPEC_FILE)).expect("read");
+        assert!(!text.contains("device_preset"), "{text}");
+        assert_eq!(RunSpec::load(dir.path()).expect("load").device_preset, None);
     }
 
     #[test]

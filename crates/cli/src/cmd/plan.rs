@@ -18,8 +18,9 @@ pub struct Args {
     #[arg(long, value_name = "MODEL.onnx")]
     pub model: PathBuf,
     /// The device preset (configs/devices.toml): orin-agx-64, orin-agx-32, orin-nx-16, orin-nx-8,
-    /// orin-nano-8, orin-nano-4, x86-cpu, gpu-8.
-    #[arg(long, value_name = "NAME")]
+    /// orin-nano-8, orin-nano-4, x86-cpu, gpu-8, or one of --devices; `auto`: the preset of this
+    /// board (its /proc/device-tree/model and memory), else one made from its measured memory.
+    #[arg(long, value_name = "NAME|auto")]
     pub device: String,
     #[command(flatten)]
     pub plan: PlanArgs,
@@ -67,6 +68,29 @@ pub struct PlanArgs {
     /// retrain), taken off the budget: a size such as 600MiB.
     #[arg(long, value_name = "SIZE", default_value = "0")]
     pub reserve: String,
+    /// More device presets (the form of configs/devices.toml), read after the built-ins and
+    /// /etc/headroom/devices.toml: a preset of the same name replaces theirs, a new one adds a
+    /// device for --device NAME and --device auto.
+    #[arg(long, value_name = "FILE")]
+    pub devices: Option<PathBuf>,
+}
+
+/// The preset `--device NAME|auto` names, from the built-ins, /etc/headroom/devices.toml and
+/// `devices_file` (`--devices`). `auto` detects the board (`headroom_plan::detect`), logging
+/// why, with a warning when no preset knows it.
+pub fn resolve_device(name: &str, devices_file: Option<&Path>) -> anyhow::Result<DevicePreset> {
+    let devices = headroom_plan::load_all(devices_file)?;
+    if name != "auto" {
+        return Ok(headroom_plan::find_device(&devices, name)?.clone());
+    }
+    let (model, mem) = headroom_plan::read_board();
+    let found = headroom_plan::detect(&devices, model.as_deref(), mem)?;
+    if found.known {
+        tracing::info!("--device auto: {}", found.reason);
+    } else {
+        tracing::warn!("--device auto: {}", found.reason);
+    }
+    Ok(found.preset)
 }
 
 /// Runs `headroom plan`.
@@ -75,8 +99,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?;
     let model = headroom_onnx::Model::load(&args.model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
-    let devices = headroom_plan::builtin_devices()?;
-    let device = headroom_plan::find_device(&devices, &args.device)?.clone();
+    let device = resolve_device(&args.device, args.plan.devices.as_deref())?;
     let budget = budget(&args.plan, &device)?;
     let mut start = start_setup(&inspection, trainable, args.imgsz, args.batch)?;
     start.optimizer = if args.optimizer == "sgd" { Optimizer::Sgd } else { Optimizer::AdamW };

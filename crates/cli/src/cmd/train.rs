@@ -94,7 +94,9 @@ pub struct Args {
     #[arg(long, value_parser = super::provider_args::count_arg::<32, 8192>)]
     pub imgsz: Option<usize>,
     /// Where libtorch trains: cpu, cuda or cuda:N; or a device preset of `headroom plan`
-    /// (orin-nano-4, ...: CUDA when it has a GPU and libtorch sees one), whose budget --plan auto fits.
+    /// (orin-nano-4, ... or one of --devices: CUDA when it has a GPU and libtorch sees one), whose
+    /// budget --plan auto fits; `auto`: this board's preset, detected as `headroom plan --device
+    /// auto` does. The run's config.toml keeps the preset.
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// `auto`: train with the first configuration of `headroom plan`'s fit ladder that fits the
@@ -164,6 +166,11 @@ pub struct Args {
     /// libtorch and ONNX Runtime threads (0: their defaults).
     #[arg(long, default_value_t = 0, value_parser = super::provider_args::count_arg::<0, 256>)]
     pub threads: usize,
+    /// A run preset (configs/runs.toml: field-quick, field-accurate) or a TOML file of one preset's
+    /// keys: it sets --epochs, --train, --nbs and the augmentation flags that are not given (a
+    /// preset with `distill = true` needs --teacher).
+    #[arg(long, value_name = "NAME|FILE", conflicts_with = "resume")]
+    pub preset: Option<String>,
     /// The ids of the flags given on the command line (filled by `main`; a resumed run checks them
     /// against its saved settings).
     #[arg(skip)]
@@ -179,7 +186,7 @@ pub enum Nbs {
     Fixed(usize),
 }
 
-fn nbs_arg(text: &str) -> Result<Nbs, String> {
+pub(super) fn nbs_arg(text: &str) -> Result<Nbs, String> {
     if text == "auto" {
         return Ok(Nbs::Auto);
     }
@@ -284,6 +291,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
         }
         None => {
             let mut spec = super::train_spec::spec_from_args(args, None)?;
+            super::train_plan::resolve_device_preset(&mut spec, &args.budget)?;
             if args.plan == PlanMode::Auto {
                 super::train_plan::plan_auto(&mut spec, &args.budget)?;
             }

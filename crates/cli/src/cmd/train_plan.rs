@@ -2,18 +2,38 @@
 //! `headroom plan`'s fit ladder that fits the device's budget (docs/PLAN.md), and the choice
 //! recorded in the spec.
 
+use anyhow::Context as _;
 use headroom_plan::{Optimizer, Planner, TrunkRuntime, format_size};
 use headroom_run::spec::{PlanChoice, RunSpec, TrunkKind};
 use headroom_train::config::OptimizerKind;
 
 use super::plan::{PlanArgs, budget, train_flags};
 
+/// A new run's `--device NAME|auto` resolved through the device files (`--devices`, as
+/// `headroom plan` does) into `spec.device_preset`, which `config.toml` keeps: the run, and any resume
+/// of it, then needs no device file. Nothing for `cpu`, `cuda`, `cuda:N`, or when already set.
+pub fn resolve_device_preset(spec: &mut RunSpec, plan: &PlanArgs) -> anyhow::Result<()> {
+    if spec.device_preset.is_some() || headroom_run::device::is_libtorch(&spec.device) {
+        return Ok(());
+    }
+    let preset = super::plan::resolve_device(&spec.device, plan.devices.as_deref());
+    let preset = if spec.device == "auto" {
+        preset?
+    } else {
+        preset.with_context(|| format!("--device {}: not cpu, cuda or cuda:N", spec.device))?
+    };
+    spec.device_preset = Some(preset);
+    Ok(())
+}
+
 /// Runs the fit ladder from the spec's configuration (batch 16 at most) on the spec's device and
 /// sets batch, checkpointing, AMP, the feature cache, the input size and the part to the first
 /// candidate that fits.
 pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs) -> anyhow::Result<()> {
+    resolve_device_preset(spec, plan)?;
     let cuda = headroom_run::device::cuda_available();
-    let (torch, preset) = headroom_run::device::resolve(&spec.device, cuda, false)?;
+    let (torch, preset) =
+        headroom_run::device::resolve_saved(&spec.device, spec.device_preset.as_ref(), cuda, false)?;
     let gpu = torch != "cpu";
     let model = headroom_onnx::Model::load(&spec.model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
