@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: tests the install scripts' logic against stubs (seconds), installs the
 # native dependencies (scripts/setup.sh), then runs every test of the workspace with libtorch and ONNX Runtime for real, clippy and rustfmt,
-# the install bundle with an empty environment (scripts/tests/bundle.sh) and the field retraining
-# loop's kill test (scripts/tests/field_retrain.sh).
+# and the install bundle with an empty environment (scripts/tests/bundle.sh). The field loop's kill
+# tests are Rust integration tests (crates/cli/tests/field.rs), part of cargo test.
 # Env: CARGO_TARGET_DIR (keep it between runs: the first libtorch build takes ~7 minutes).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
@@ -37,10 +37,6 @@ cargo test --workspace --locked || fail "cargo test"
 
 stage "the install bundle run with an empty environment (scripts/tests/bundle.sh --profile dev)"
 bash scripts/tests/bundle.sh --profile dev || fail "the install bundle (see the FAIL lines above)"
-
-stage "the field retraining loop killed at every step (scripts/tests/field_retrain.sh)"
-bash scripts/tests/field_retrain.sh "${CARGO_TARGET_DIR:-$root/target}/debug/headroom" \
-  || fail "scripts/field-retrain.sh (see the FAIL lines above)"
 
 stage "cargo check -p headroom-cli --features cuda,tensorrt (GPU paths compile; they cannot run here)"
 cargo check -p headroom-cli --features cuda,tensorrt --locked || fail "the CUDA/TensorRT build does not compile"

@@ -5,11 +5,11 @@
 # Usage: ./install.sh [--prefix DIR] [--systemd] [--systemd-dir DIR] [--field-args "ARGS"]
 #   --prefix DIR       where it goes (default /opt/headroom): DIR/bin/headroom, DIR/lib, DIR/configs,
 #                      DIR/scripts, DIR/models, DIR/share; DIR/etc is yours and never overwritten
-#   --systemd          also write headroom-field.service and headroom-field.timer, running
-#                      DIR/scripts/field-retrain.sh with HEADROOM_BIN=DIR/bin/headroom and the
-#                      arguments in DIR/etc/field.env (written once, from --field-args or an example)
+#   --systemd          also write headroom-field.service and headroom-field.timer (`headroom field
+#                      install-service`), running DIR/bin/headroom field run with the flags in
+#                      DIR/etc/field.env (written once, from --field-args or an example)
 #   --systemd-dir DIR  where the units go (default /etc/systemd/system)
-#   --field-args ARGS  field-retrain.sh's arguments for DIR/etc/field.env (replaces the file's)
+#   --field-args ARGS  the flags of `headroom field run` for DIR/etc/field.env (replaces the file's)
 # Nothing is enabled: after editing DIR/etc/field.env, `systemctl enable --now headroom-field.timer`.
 # A reinstall replaces bin/, lib/, configs/, scripts/, models/ and share/ whole, each by one rename.
 # Exit: 0 installed, 1 it could not (the message says why), 2 usage.
@@ -89,60 +89,22 @@ step "installed $version: $prefix/bin/headroom (check it: $prefix/bin/headroom d
 
 if [ "$systemd" = 1 ]; then
   env_file="$prefix/etc/field.env"
+  service_args=(field install-service --unit-dir "$unit_dir" --env-file "$env_file")
   if [ "$field_args_given" = 1 ] || [ ! -f "$env_file" ]; then
     if [ "$field_args_given" = 0 ]; then
-      field_args="--images /data/camera/new --deployed /opt/detector/model.onnx --holdout /data/holdout/data.yaml --replay /data/old-scenes/data.yaml --teacher $prefix/models/demo/teacher-shapes-160.onnx --device orin-nano-8 --reserve 1GiB"
+      # An example: edit the paths in the env file before enabling the timer.
+      field_args="--images /data/camera/new --model /opt/detector/model.onnx --holdout /data/holdout/data.yaml --old /data/old-scenes/data.yaml --teacher /opt/detector/teacher.onnx --device auto --reserve 1GiB"
     fi
     case "$field_args" in *$'\n'*) fail "--field-args must be one line" ;; esac
-    {
-      echo "# Arguments of $prefix/scripts/field-retrain.sh for headroom-field.service (docs: $prefix/share/doc/headroom/FIELD.md)."
-      if [ "$field_args_given" = 0 ]; then echo "# An example: edit the paths before enabling the timer."; fi
-      echo "HEADROOM_FIELD_ARGS=$field_args"
-    } > "$env_file.tmp" || fail "cannot write $env_file"
-    mv "$env_file.tmp" "$env_file"
-    step "wrote $env_file"
-  else
-    step "kept $env_file"
+    read -r -a words <<<"$field_args"
+    service_args+=(-- "${words[@]}")
   fi
-  mkdir -p "$unit_dir" || fail "cannot create $unit_dir"
-  cat > "$unit_dir/headroom-field.service.tmp" <<EOF || fail "cannot write $unit_dir/headroom-field.service"
-# Written by $here/install.sh.
-[Unit]
-Description=headroom field retraining
-After=local-fs.target
-
-[Service]
-Type=oneshot
-Environment=HEADROOM_BIN=$prefix/bin/headroom
-EnvironmentFile=$env_file
-ExecStart=$prefix/scripts/field-retrain.sh \$HEADROOM_FIELD_ARGS
-# Retraining yields to the inference service.
-Nice=10
-IOSchedulingClass=idle
-# Exit 3 (another run holds the lock) is not a failure.
-SuccessExitStatus=3
-EOF
-  cat > "$unit_dir/headroom-field.timer.tmp" <<EOF || fail "cannot write $unit_dir/headroom-field.timer"
-# Written by $here/install.sh.
-[Unit]
-Description=headroom field retraining, nightly
-
-[Timer]
-OnCalendar=*-*-* 02:00:00
-RandomizedDelaySec=15m
-Persistent=true
-
-[Install]
-WantedBy=timers.target
-EOF
-  mv "$unit_dir/headroom-field.service.tmp" "$unit_dir/headroom-field.service"
-  mv "$unit_dir/headroom-field.timer.tmp" "$unit_dir/headroom-field.timer"
+  # The units run the installed binary (`headroom field run`), which finds its libraries by RUNPATH.
+  env -i PATH=/usr/bin:/bin "$prefix/bin/headroom" "${service_args[@]}" \
+    || fail "headroom field install-service failed (see above)"
   step "wrote $unit_dir/headroom-field.service and headroom-field.timer"
   if [ "$unit_dir" = /etc/systemd/system ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
     systemctl daemon-reload || fail "systemctl daemon-reload failed"
-  fi
-  if ! python3 -c 'import tomllib' 2>/dev/null; then
-    echo "install: warning: the field loop reads configs/runs.toml with Python >= 3.11 (tomllib); $(python3 --version 2>&1 || echo 'python3 is missing') here" >&2
   fi
   step "next: edit $env_file, then: systemctl enable --now headroom-field.timer"
 fi

@@ -127,21 +127,19 @@ check "install.sh --prefix TMP/opt --systemd" \
   clean bash "$b/install.sh" --prefix "$tmp/opt" --systemd --systemd-dir "$tmp/systemd"
 check "env -i TMP/opt/bin/headroom doctor (installed)" clean "$tmp/opt/bin/headroom" doctor
 units_point_at_install() {
-  grep -qx "Environment=HEADROOM_BIN=$tmp/opt/bin/headroom" "$tmp/systemd/headroom-field.service" &&
-    grep -q "^ExecStart=$tmp/opt/scripts/field-retrain.sh \\\$HEADROOM_FIELD_ARGS$" "$tmp/systemd/headroom-field.service" &&
+  grep -q "^ExecStart=$tmp/opt/bin/headroom field run \\$HEADROOM_FIELD_ARGS$" "$tmp/systemd/headroom-field.service" &&
     grep -q "^EnvironmentFile=$tmp/opt/etc/field.env$" "$tmp/systemd/headroom-field.service" &&
-    grep -q '^HEADROOM_FIELD_ARGS=--images ' "$tmp/opt/etc/field.env" &&
+    grep -q '^HEADROOM_FIELD_ARGS="--images ' "$tmp/opt/etc/field.env" &&
     grep -q '^OnCalendar=' "$tmp/systemd/headroom-field.timer"
 }
-check "the systemd service and timer run the installed field loop with the installed binary" units_point_at_install
+check "the systemd service and timer run \`headroom field run\` with the installed binary" units_point_at_install
 field_loop_starts() {
   local out rc=0
-  out=$(clean HEADROOM_BIN="$tmp/opt/bin/headroom" "$tmp/opt/scripts/field-retrain.sh" --rollback \
-    --deployed "$tmp/none.onnx" 2>&1) || rc=$?
+  out=$(clean "$tmp/opt/bin/headroom" field rollback --model "$tmp/none.onnx" 2>&1) || rc=$?
   echo "$out"
-  [ "$rc" = 1 ] && grep -q "no such file" <<<"$out"
+  [ "$rc" = 2 ] && grep -q "no such file" <<<"$out"
 }
-check "the installed field loop starts (its presets and errtrap found; --rollback of a missing model: exit 1)" field_loop_starts
+check "the installed field loop starts (rollback of a missing model: exit 2, says why)" field_loop_starts
 echo 'HEADROOM_FIELD_ARGS=--images /mine' > "$tmp/opt/etc/field.env"
 check "a reinstall replaces the files and keeps etc/field.env" \
   bash -c "env -i PATH=/usr/bin:/bin bash '$b/install.sh' --prefix '$tmp/opt' --systemd --systemd-dir '$tmp/systemd' && grep -qx 'HEADROOM_FIELD_ARGS=--images /mine' '$tmp/opt/etc/field.env' && '$tmp/opt/bin/headroom' --version"

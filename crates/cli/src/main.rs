@@ -1,4 +1,5 @@
-//! The `headroom` binary: parse, run, report. Exit codes: 0 success, 1 a check failed, 2 an error.
+//! The `headroom` binary: parse, run, report. Exit codes: 0 success, 1 a check failed, 2 an error, 3 another run holds
+//! the lock (`field`), 128 + N stopped by signal N.
 
 mod cmd;
 
@@ -12,6 +13,7 @@ fn main() -> ExitCode {
     match cmd::run(cli.command) {
         Ok(cmd::Outcome::Success) => ExitCode::SUCCESS,
         Ok(cmd::Outcome::CheckFailed) => ExitCode::from(1),
+        Ok(cmd::Outcome::Busy) => ExitCode::from(3),
         Ok(cmd::Outcome::Interrupted(signal)) => ExitCode::from(u8::try_from(128 + signal).unwrap_or(130)),
         Err(err) => {
             eprintln!("error: {err}");

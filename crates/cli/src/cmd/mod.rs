@@ -4,12 +4,15 @@ mod decode_args;
 mod doctor;
 mod eval;
 mod export;
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod field;
 mod inspect;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod inspect_check;
 mod interrupt;
 mod label;
 mod plan;
+mod preset;
 pub mod progress;
 mod provider_args;
 mod synth;
@@ -58,6 +61,10 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Check that the native libraries (ONNX Runtime, libtorch) load and work.
     Doctor(doctor::Args),
+    /// The field loop: label new images, plan, train, export, and deploy only when a gate on a
+    /// holdout and the old scenes passes; rollback; a systemd timer (docs/FIELD.md).
+    #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+    Field(field::Args),
 }
 
 /// How a command ended when it did not fail with an error.
@@ -69,6 +76,8 @@ pub enum Outcome {
     CheckFailed,
     /// Stopped cleanly by this signal (exit code 128 + signal).
     Interrupted(i32),
+    /// Another run holds the lock (exit code 3).
+    Busy,
 }
 
 /// Parses the command line; for `train`, also records which flags were given (a resumed run checks
@@ -83,6 +92,9 @@ pub fn parse() -> Cli {
             .filter(|id| sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
             .map(|id| id.to_string())
             .collect();
+        if let Err(err) = preset::apply_to_train(args) {
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{err}\n")).exit();
+        }
     }
     cli
 }
@@ -98,5 +110,7 @@ pub fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Export(args) => export::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Doctor(args) => doctor::run(&args),
+        #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+        Command::Field(args) => field::run(&args),
     }
 }

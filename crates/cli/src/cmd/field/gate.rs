@@ -1,0 +1,223 @@
+//! The deploy gate: the candidate and the deployed model on the holdout (which picked nothing: the
+//! training run chose its epoch on its own val split) and on the old scenes; deploy only when the
+//! gain on the holdout is above its noise (a paired bootstrap over its images) and neither the old
+//! scenes nor any class lost more than the preset allows. The report says which condition decided.
+
+use std::path::Path;
+
+use headroom_core::metrics::Metrics;
+use headroom_core::metrics::bootstrap::{BootstrapOptions, PairedDifference, paired_map_difference};
+use serde::{Deserialize, Serialize};
+
+use crate::cmd::preset::GateSettings;
+
+/// One condition of the gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Condition {
+    /// `gain`, `old-scenes` or `class <name>`.
+    pub name: String,
+    /// Whether it holds.
+    pub passed: bool,
+    /// The figures and the threshold, in words.
+    pub detail: String,
+}
+
+/// Scores of the two models on one set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scores {
+    /// The data.yaml evaluated (its val split).
+    pub data: String,
+    /// Images evaluated.
+    pub images: usize,
+    /// The candidate's mAP50-95.
+    pub candidate: f64,
+    /// The deployed model's mAP50-95.
+    pub deployed: f64,
+}
+
+/// What the gate saw and decided.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GateReport {
+    /// Deploy the candidate.
+    pub deploy: bool,
+    /// The first condition that failed, or `every condition held`.
+    pub decided_by: String,
+    /// Every condition, in the order checked.
+    pub conditions: Vec<Condition>,
+    /// The holdout's scores.
+    pub holdout: Scores,
+    /// The paired bootstrap of the holdout's mAP50-95 difference (candidate − deployed).
+    pub bootstrap: PairedDifference,
+    /// The old scenes' scores, with `--old`.
+    pub old: Option<Scores>,
+    /// The settings applied.
+    pub settings: GateSettings,
+}
+
+/// One set evaluated with both models.
+pub struct Pair<'a> {
+    /// The data.yaml.
+    pub data: &'a Path,
+    /// The candidate's metrics.
+    pub candidate: &'a Metrics,
+    /// The deployed model's metrics.
+    pub deployed: &'a Metrics,
+}
+
+impl Pair<'_> {
+    fn scores(&self) -> Scores {
+        Scores {
+            data: self.data.display().to_string(),
+            images: self.candidate.images,
+            candidate: self.candidate.map50_95,
+            deployed: self.deployed.map50_95,
+        }
+    }
+}
+
+/// The bootstrap of the holdout's difference.
+pub fn bootstrap(
+    candidate: &headroom_core::metrics::DetectionStats,
+    deployed: &headroom_core::metrics::DetectionStats,
+    nc: usize,
+    settings: &GateSettings,
+) -> anyhow::Result<PairedDifference> {
+    let options = BootstrapOptions {
+        resamples: settings.resamples,
+        confidence: settings.confidence,
+        seed: settings.seed,
+    };
+    Ok(paired_map_difference(candidate, deployed, nc, &options)?)
+}
+
+/// Decides. `names`: class names, for the per-class conditions.
+pub fn decide(
+    settings: &GateSettings,
+    holdout: &Pair<'_>,
+    difference: PairedDifference,
+    old: Option<&Pair<'_>>,
+    names: &[String],
+) -> GateReport {
+    let points = |v: f64| v * 100.0;
+    let mut conditions = Vec::new();
+    let gain = points(difference.difference);
+    let pct = (settings.confidence * 100.0).round();
+    conditions.push(Condition {
+        name: "gain".into(),
+        passed: points(difference.low) >= settings.min_gain,
+        detail: format!(
+            "holdout mAP50-95 {:.1} vs {:.1}: {gain:+.2} points ({pct}% interval {:+.2} .. {:+.2} over {} images); \
+             the interval's lower end must be >= {:+.2}",
+            points(holdout.candidate.map50_95),
+            points(holdout.deployed.map50_95),
+            points(difference.low),
+            points(difference.high),
+            difference.images,
+            settings.min_gain
+        ),
+    });
+    if let Some(old) = old {
+        let change = points(old.candidate.map50_95 - old.deployed.map50_95);
+        conditions.push(Condition {
+            name: "old-scenes".into(),
+            passed: change >= -settings.old_tolerance,
+            detail: format!(
+                "old-scene mAP50-95 {:.1} vs {:.1}: {change:+.2} points; allowed >= {:+.2}",
+                points(old.candidate.map50_95),
+                points(old.deployed.map50_95),
+                -settings.old_tolerance
+            ),
+        });
+    }
+    for before in &holdout.deployed.per_class {
+        let after =
+            holdout.candidate.per_class.iter().find(|c| c.class == before.class).map_or(0.0, |c| c.ap50_95);
+        let change = points(after - before.ap50_95);
+        let name = names.get(before.class).cloned().unwrap_or_else(|| before.class.to_string());
+        conditions.push(Condition {
+            name: format!("class {name}"),
+            passed: change >= -settings.class_tolerance,
+            detail: format!(
+                "AP50-95 of `{name}` {:.1} vs {:.1}: {change:+.2} points; allowed >= {:+.2}",
+                points(after),
+                points(before.ap50_95),
+                -settings.class_tolerance
+            ),
+        });
+    }
+    let failed = conditions.iter().find(|c| !c.passed);
+    GateReport {
+        deploy: failed.is_none(),
+        decided_by: failed.map_or_else(|| "every condition held".to_string(), |c| c.name.clone()),
+        holdout: holdout.scores(),
+        bootstrap: difference,
+        old: old.map(Pair::scores),
+        settings: settings.clone(),
+        conditions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use headroom_core::metrics::ClassMetrics;
+
+    use super::*;
+
+    fn metrics(map: f64, classes: &[f64]) -> Metrics {
+        Metrics {
+            images: 10,
+            instances: 20,
+            precision: 0.5,
+            recall: 0.5,
+            map50: map,
+            map50_95: map,
+            fitness: map,
+            per_class: classes
+                .iter()
+                .enumerate()
+                .map(|(class, &ap)| ClassMetrics {
+                    class,
+                    images: 5,
+                    instances: 10,
+                    precision: 0.5,
+                    recall: 0.5,
+                    ap50: ap,
+                    ap50_95: ap,
+                })
+                .collect(),
+        }
+    }
+
+    fn difference(d: f64, low: f64, high: f64) -> PairedDifference {
+        PairedDifference { difference: d, low, high, resamples: 100, confidence: 0.95, seed: 0, images: 10 }
+    }
+
+    #[test]
+    fn each_condition_can_decide() {
+        let settings = GateSettings::default();
+        let names = vec!["a".to_string(), "b".to_string()];
+        let data = Path::new("h.yaml");
+        let (base, better) = (metrics(0.30, &[0.3, 0.3]), metrics(0.35, &[0.36, 0.34]));
+        let holdout = Pair { data, candidate: &better, deployed: &base };
+        let report = decide(&settings, &holdout, difference(0.05, 0.02, 0.08), None, &names);
+        assert!(report.deploy, "{report:?}");
+        assert_eq!(report.decided_by, "every condition held");
+
+        // Within the noise: the interval reaches below zero.
+        let report = decide(&settings, &holdout, difference(0.05, -0.01, 0.08), None, &names);
+        assert_eq!((report.deploy, report.decided_by.as_str()), (false, "gain"));
+
+        // The old scenes lost 2 points (1 allowed).
+        let (old_base, old_worse) = (metrics(0.60, &[]), metrics(0.58, &[]));
+        let old = Pair { data, candidate: &old_worse, deployed: &old_base };
+        let report = decide(&settings, &holdout, difference(0.05, 0.02, 0.08), Some(&old), &names);
+        assert_eq!((report.deploy, report.decided_by.as_str()), (false, "old-scenes"));
+
+        // One class lost 6 points (5 allowed) while the mean rose.
+        let lopsided = metrics(0.35, &[0.46, 0.24]);
+        let holdout = Pair { data, candidate: &lopsided, deployed: &base };
+        let report = decide(&settings, &holdout, difference(0.05, 0.02, 0.08), None, &names);
+        assert_eq!((report.deploy, report.decided_by.as_str()), (false, "class b"));
+        assert!(report.conditions.iter().any(|c| c.detail.contains("-6.00 points")), "{report:?}");
+    }
+}

@@ -1,0 +1,641 @@
+//! `headroom field`: the nightly field loop as one command (docs/FIELD.md).
+//!
+//! `field run`: label the new images (each once per content) → plan for this device → train
+//! (resumable) → export → the gate on a holdout and the old scenes → deploy only if it passes →
+//! summary JSON and a Markdown report. Each step is the matching `headroom` verb run as a child
+//! process of this binary (its memory is the system's again when it ends; a kill of this process
+//! takes the child with it), except the gate, which evaluates in this process. Steps mark
+//! themselves done in `<work>/run/state.json`; a rerun after a kill at any moment continues.
+
+mod deploy;
+mod gate;
+mod report;
+mod service;
+mod sources;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context as _;
+
+use super::Outcome;
+use super::provider_args::{ProviderArg, count_arg};
+use state::{RunSettings, RunState};
+
+/// Arguments of `headroom field`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: FieldCommand,
+}
+
+/// The subcommands of `headroom field`.
+#[derive(Debug, clap::Subcommand)]
+pub enum FieldCommand {
+    /// One field retrain: label → plan → train → export → gate → deploy only if better.
+    /// Exit 0 when it ends (deployed or kept), 2 on an error (nothing half-deployed; a rerun
+    /// continues), 3 when another field run holds the lock, 130/143 when stopped by a signal.
+    Run(RunArgs),
+    /// Put the previous model (`DEPLOYED.prev`) back; the one rolled back from becomes the previous
+    /// one, so a second rollback undoes the first.
+    Rollback(RollbackArgs),
+    /// The deploy gate alone: would CANDIDATE replace the deployed model? Evaluates both on the
+    /// holdout (and the old scenes) as `field run` does; exit 0 when it would deploy, 1 when not.
+    Gate(GateArgs),
+    /// Write a systemd service and timer that run `headroom field run` with these flags every night.
+    InstallService(service::Args),
+}
+
+/// Arguments of `headroom field gate`.
+#[derive(Debug, clap::Args)]
+pub struct GateArgs {
+    /// The candidate model.
+    #[arg(long, value_name = "CANDIDATE.onnx")]
+    pub candidate: PathBuf,
+    /// The deployed model.
+    #[arg(long, value_name = "DEPLOYED.onnx")]
+    pub model: PathBuf,
+    /// Labelled new-scene images (its val split).
+    #[arg(long, value_name = "H.yaml")]
+    pub holdout: PathBuf,
+    /// Old-scene data (its val split).
+    #[arg(long, value_name = "OLD.yaml")]
+    pub old: Option<PathBuf>,
+    /// The preset whose `gate` settings apply.
+    #[arg(long, default_value = "field-quick", value_name = "NAME|FILE")]
+    pub preset: String,
+    /// Seed of the bootstrap [default: the preset's].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// ONNX Runtime threads (0: its default).
+    #[arg(long, default_value_t = 0, value_parser = count_arg::<0, 256>)]
+    pub threads: usize,
+    /// Print the gate's report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `headroom field run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The folder of new images (searched recursively; only images not labelled before, by
+    /// content, are labelled).
+    #[arg(long, value_name = "DIR")]
+    pub images: PathBuf,
+    /// The teacher that labels them (an ONNX detector with the deployed model's classes).
+    #[arg(long, value_name = "T.onnx")]
+    pub teacher: PathBuf,
+    /// The deployed model: the file the inference service reads, replaced only by an atomic rename
+    /// when the gate passes (the previous one kept as DEPLOYED.prev).
+    #[arg(long, value_name = "DEPLOYED.onnx")]
+    pub model: PathBuf,
+    /// Labelled new-scene images held out for the gate (a data.yaml; its val split). They never
+    /// pick the epoch: training picks it on its own val split.
+    #[arg(long, value_name = "H.yaml")]
+    pub holdout: PathBuf,
+    /// Old-scene data: its train split is replayed in training against forgetting, its val split
+    /// is checked by the gate (recommended).
+    #[arg(long, value_name = "OLD.yaml")]
+    pub old: Option<PathBuf>,
+    /// Run preset (configs/runs.toml: field-quick, field-accurate) or a preset file.
+    #[arg(long, default_value = "field-quick", value_name = "NAME|FILE")]
+    pub preset: String,
+    /// Device preset of the memory planner: `auto` reads the board's model and memory, or a name
+    /// (`headroom plan --help`).
+    #[arg(long, default_value = "auto", value_name = "auto|NAME")]
+    pub device: String,
+    /// A device file adding boards (configs/devices.toml's format).
+    #[arg(long, value_name = "FILE")]
+    pub devices: Option<PathBuf>,
+    /// Memory left to the running inference service, taken off the budget (e.g. 600MiB).
+    #[arg(long, default_value = "0", value_name = "SIZE")]
+    pub reserve: String,
+    /// Epochs [default: the preset's].
+    #[arg(long, value_parser = count_arg::<1, 10000>)]
+    pub epochs: Option<usize>,
+    /// What trains [default: the preset's].
+    #[arg(long, value_name = "PART")]
+    pub train: Option<String>,
+    /// Execution providers of labelling and the gate, e.g. `tensorrt,cuda,cpu` (a provider that
+    /// fails to register is skipped with a warning).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "cpu")]
+    pub ep: Vec<ProviderArg>,
+    /// The state folder [default: DEPLOYED's folder/.headroom-field].
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// Threads of every step (0: the libraries' defaults).
+    #[arg(long, default_value_t = 0, value_parser = count_arg::<0, 256>)]
+    pub threads: usize,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `headroom field rollback`.
+#[derive(Debug, clap::Args)]
+pub struct RollbackArgs {
+    /// The deployed model.
+    #[arg(long, value_name = "DEPLOYED.onnx")]
+    pub model: PathBuf,
+    /// The state folder [default: DEPLOYED's folder/.headroom-field].
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+}
+
+/// Runs `headroom field`.
+pub fn run(args: &Args) -> anyhow::Result<Outcome> {
+    match &args.command {
+        FieldCommand::Run(args) => run_field(args),
+        FieldCommand::Rollback(args) => {
+            let deployed = absolute_file("--model", &args.model)?;
+            let work = work_dir(args.work.as_deref(), &deployed)?;
+            let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
+            let sha = deploy::rollback(&deployed, &work)?;
+            eprintln!("rolled back: {} is now sha256 {sha}", deployed.display());
+            Ok(Outcome::Success)
+        }
+        FieldCommand::Gate(args) => gate_only(args),
+        FieldCommand::InstallService(args) => service::install(args),
+    }
+}
+
+fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
+    let candidate = absolute_file("--candidate", &args.candidate)?;
+    let deployed = absolute_file("--model", &args.model)?;
+    let holdout = absolute_file("--holdout", &args.holdout)?;
+    let old = args.old.as_deref().map(|p| absolute_file("--old", p)).transpose()?;
+    let names = class_names("--model", &deployed)?;
+    let candidate_names = class_names("--candidate", &candidate)?;
+    anyhow::ensure!(
+        candidate_names == names,
+        "--candidate has classes {candidate_names:?}, the deployed model {names:?}"
+    );
+    let (_, mut preset) = super::preset::load(&args.preset)?;
+    if let Some(seed) = args.seed {
+        preset.gate.seed = seed;
+    }
+    let session = cpu_session(args.threads);
+    let report = report::evaluate_gate(
+        &candidate,
+        &deployed,
+        &holdout,
+        old.as_deref(),
+        &names,
+        &preset.gate,
+        &session,
+    )?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for c in &report.conditions {
+            println!("{:<4} {:<16} {}", if c.passed { "ok" } else { "FAIL" }, c.name, c.detail);
+        }
+        println!("{}: {}", if report.deploy { "deploy" } else { "keep" }, report.decided_by);
+    }
+    Ok(if report.deploy { Outcome::Success } else { Outcome::CheckFailed })
+}
+
+/// CPU session options with these threads.
+fn cpu_session(threads: usize) -> headroom_infer::provider::SessionOptions {
+    provider_session(&[ProviderArg::Cpu], threads)
+}
+
+fn provider_session(ep: &[ProviderArg], threads: usize) -> headroom_infer::provider::SessionOptions {
+    super::provider_args::ProviderArgs {
+        ep: ep.to_vec(),
+        ep_fallback: true,
+        threads,
+        device_id: 0,
+        trt_fp16: false,
+        trt_int8: false,
+        trt_int8_table: None,
+        trt_engine_cache: None,
+        trt_workspace_mib: None,
+        trt_timing_cache: None,
+    }
+    .session_options()
+}
+
+/// The class names of a detector.
+fn class_names(flag: &str, path: &Path) -> anyhow::Result<Vec<String>> {
+    let model = headroom_onnx::Model::load(path).with_context(|| format!("{flag} {}", path.display()))?;
+    let inspection = headroom_onnx::inspect::inspect(&model)
+        .with_context(|| format!("{flag} {}: not a detector headroom can read", path.display()))?;
+    inspection.names.with_context(|| {
+        format!(
+            "{flag} {}: the model has no class names (`names` metadata of an Ultralytics export)",
+            path.display()
+        )
+    })
+}
+
+/// A file that must exist, made absolute.
+fn absolute_file(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
+    anyhow::ensure!(path.is_file(), "{flag} {}: no such file", path.display());
+    std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))
+}
+
+fn work_dir(work: Option<&Path>, deployed: &Path) -> anyhow::Result<PathBuf> {
+    let work = match work {
+        Some(w) => std::path::absolute(w)?,
+        None => deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field"),
+    };
+    std::fs::create_dir_all(&work)
+        .with_context(|| format!("creating the state folder {}", work.display()))?;
+    Ok(work)
+}
+
+/// One field command at a time per state folder; `None` (exit 3) when another holds it.
+fn lock(work: &Path) -> anyhow::Result<Option<headroom_core::fsio::OutputLock>> {
+    match headroom_core::fsio::OutputLock::acquire_named(work, "lock", "this field loop", "headroom field") {
+        Ok(lock) => Ok(Some(lock)),
+        Err(err @ headroom_core::Error::Locked { .. }) => {
+            eprintln!("error: {err}");
+            Ok(None)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Testing hook: `HEADROOM_FIELD_KILL_AT=<point>` ends this process with SIGKILL at that point
+/// (steps: label plan train export eval deploy deploy-swap rollback-swap); `<step>:mid` (label,
+/// train, export) does so while the step's child runs.
+pub(crate) fn kill_point(point: &str) {
+    if std::env::var("HEADROOM_FIELD_KILL_AT").is_ok_and(|v| v == point) {
+        eprintln!("HEADROOM_FIELD_KILL_AT={point}: SIGKILL");
+        sigkill_self();
+    }
+}
+
+/// `<step>:mid`: SIGKILL as soon as the step's child has written `evidence` (so the kill lands
+/// inside the step however fast it runs), taking the child with it.
+fn arm_mid_kill(step: &str, evidence: &Path) {
+    if std::env::var("HEADROOM_FIELD_KILL_AT").is_ok_and(|v| v == format!("{step}:mid")) {
+        let (step, evidence) = (step.to_string(), evidence.to_path_buf());
+        std::thread::spawn(move || {
+            while !evidence.exists() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            eprintln!("HEADROOM_FIELD_KILL_AT={step}:mid: SIGKILL once {} exists", evidence.display());
+            sigkill_self();
+        });
+    }
+}
+
+#[allow(unsafe_code)]
+fn sigkill_self() {
+    // SAFETY: kill(2) on our own pid with a valid signal number.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+}
+
+/// One step of the run: `Some` when it was stopped by a signal.
+type StepFn<'a> = dyn Fn(&mut Ctx) -> anyhow::Result<Option<Outcome>> + 'a;
+
+/// What the steps share.
+struct Ctx {
+    exe: PathBuf,
+    run: PathBuf,
+    state: RunState,
+    quiet: bool,
+    interrupt: super::interrupt::Interrupt,
+}
+
+impl Ctx {
+    /// Runs `headroom <args>` as a child; its stdout goes to `stdout_to` (atomically, when it
+    /// succeeds), its stderr to ours. The child dies with this process (PR_SET_PDEATHSIG).
+    fn child(
+        &self,
+        step: &str,
+        args: &[String],
+        stdout_to: &Path,
+        evidence: &Path,
+    ) -> anyhow::Result<Option<Outcome>> {
+        let tmp = headroom_core::fsio::temporary_path(stdout_to);
+        let out = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut command = std::process::Command::new(&self.exe);
+        if self.quiet {
+            command.arg("-q");
+        }
+        command.args(args).stdout(out);
+        die_with_parent(&mut command);
+        tracing::info!("{step}: headroom {}", args.join(" "));
+        arm_mid_kill(step, evidence);
+        let status = command.status().with_context(|| format!("starting {}", self.exe.display()))?;
+        if let Some(signal) = self.interrupt.signal() {
+            return Ok(Some(Outcome::Interrupted(signal)));
+        }
+        match status.code() {
+            Some(0) => {
+                std::fs::rename(&tmp, stdout_to)
+                    .with_context(|| format!("writing {}", stdout_to.display()))?;
+                Ok(None)
+            }
+            Some(code @ (130 | 143)) => Ok(Some(Outcome::Interrupted(code - 128))),
+            _ => anyhow::bail!(
+                "step {step}: `{} {}` failed ({status}; its messages are above); rerun this command to \
+                 continue the run",
+                self.exe.display(),
+                args.join(" ")
+            ),
+        }
+    }
+
+    /// Runs `body` as step `name` unless done, timing it and marking it done.
+    fn step(
+        &mut self,
+        name: &str,
+        body: impl FnOnce(&mut Ctx) -> anyhow::Result<Option<Outcome>>,
+    ) -> anyhow::Result<Option<Outcome>> {
+        if self.state.is_done(name) {
+            return Ok(None);
+        }
+        kill_point(name);
+        let start = Instant::now();
+        let stopped = body(self)?;
+        let seconds = start.elapsed().as_secs_f64();
+        match stopped {
+            Some(outcome) => {
+                self.state.add_time(name, seconds);
+                self.state.save(&self.run)?;
+                Ok(Some(outcome))
+            }
+            None => {
+                self.state.mark(&self.run, name, seconds)?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// The inputs, checked before anything runs.
+struct Inputs {
+    images: PathBuf,
+    teacher: PathBuf,
+    deployed: PathBuf,
+    holdout: PathBuf,
+    old: Option<PathBuf>,
+    names: Vec<String>,
+}
+
+/// Checks every input, and that teacher, deployed model, holdout and old scenes share their classes.
+fn check_inputs(args: &RunArgs) -> anyhow::Result<Inputs> {
+    anyhow::ensure!(args.images.is_dir(), "--images {}: no such folder", args.images.display());
+    let images = std::path::absolute(&args.images)?;
+    let teacher = absolute_file("--teacher", &args.teacher)?;
+    let deployed = absolute_file("--model", &args.model)?;
+    let holdout = absolute_file("--holdout", &args.holdout)?;
+    let old = args.old.as_deref().map(|p| absolute_file("--old", p)).transpose()?;
+    let names = class_names("--model", &deployed)?;
+    let teacher_names = class_names("--teacher", &teacher)?;
+    anyhow::ensure!(
+        teacher_names == names,
+        "--teacher {} has classes {teacher_names:?} but the deployed model has {names:?}: the teacher's labels \
+         would train the wrong classes",
+        teacher.display()
+    );
+    for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
+        let Some(data) = data else { continue };
+        let config = headroom_core::dataset::DataConfig::load(data)?;
+        anyhow::ensure!(
+            config.names == names,
+            "{flag} {}: classes {:?} differ from the deployed model's {names:?}",
+            data.display(),
+            config.names
+        );
+    }
+    Ok(Inputs { images, teacher, deployed, holdout, old, names })
+}
+
+fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
+    let inputs = check_inputs(args)?;
+    let work = work_dir(args.work.as_deref(), &inputs.deployed)?;
+    let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
+    let (preset_name, preset) = super::preset::load(&args.preset)?;
+    let device = super::plan::resolve_device(&args.device, args.devices.as_deref())?;
+    let mut overrides = Vec::new();
+    if let Some(epochs) = args.epochs {
+        overrides.extend(["--epochs".to_string(), epochs.to_string()]);
+    }
+    if let Some(train) = &args.train {
+        overrides.extend(["--train".to_string(), train.clone()]);
+    }
+    let settings = RunSettings {
+        images: inputs.images.clone(),
+        teacher: inputs.teacher.clone(),
+        holdout: inputs.holdout.clone(),
+        old: inputs.old.clone(),
+        preset: preset_name.clone(),
+        preset_toml: toml::to_string(&preset)?,
+        device: device.name.clone(),
+        reserve: args.reserve.clone(),
+        overrides: overrides.clone(),
+    };
+    let (run, state, continued) = state::open_run(&work, &inputs.deployed, &settings)?;
+    if continued {
+        eprintln!("continuing field run {} ({} done: {})", state.id, run.display(), state.done.join(", "));
+    } else {
+        eprintln!(
+            "field run {} in {} (preset {preset_name}, device {})",
+            state.id,
+            run.display(),
+            device.name
+        );
+    }
+    // The device preset the run plans for, kept with the run (an unknown board's measured one too).
+    let device_file = run.join("device.toml");
+    if !device_file.is_file() {
+        let text = toml::to_string(&serde_json::json!({ "device": [device] }))?;
+        headroom_core::fsio::write_atomic(&device_file, text.as_bytes())?;
+    }
+    let mut ctx = Ctx {
+        exe: std::env::current_exe().context("finding this binary")?,
+        run: run.clone(),
+        state,
+        quiet: !tracing::enabled!(tracing::Level::INFO),
+        interrupt: super::interrupt::Interrupt::install()?,
+    };
+    let labelled = work.join("labelled");
+    let threads = args.threads.to_string();
+    let common_device = ["--device".to_string(), device.name.clone(), "--devices".into(), path(&device_file)];
+    let ep: Vec<String> = if args.ep.iter().all(|e| *e == ProviderArg::Cpu) {
+        Vec::new()
+    } else {
+        let list: Vec<String> = args.ep.iter().map(|e| format!("{e:?}").to_lowercase()).collect();
+        vec!["--ep".into(), list.join(","), "--ep-fallback".into()]
+    };
+
+    let steps: [(&str, Box<StepFn<'_>>); 4] = [
+        (
+            "label",
+            Box::new(|ctx: &mut Ctx| {
+                let force = sources::sync(&inputs.images, &labelled, &inputs.teacher)?;
+                let mut a =
+                    vec!["label".into(), "--teacher".into(), path(&inputs.teacher), "--images".into()];
+                a.extend([path(&inputs.images), "--out".into(), path(&labelled), "--json".into()]);
+                a.extend(["--threads".into(), threads.clone()]);
+                a.extend(ep.iter().cloned());
+                if force {
+                    a.push("--force".into());
+                }
+                ctx.child("label", &a, &ctx.run.join("label.json"), &labelled.join("labels"))
+            }),
+        ),
+        (
+            "plan",
+            Box::new(|ctx: &mut Ctx| {
+                let part =
+                    args.train.clone().or_else(|| preset.train.clone()).unwrap_or_else(|| "head".into());
+                let mut a = vec!["plan".into(), "--model".into(), path(&ctx.run.join("base.onnx"))];
+                a.extend(common_device.iter().cloned());
+                a.extend(["--reserve".into(), args.reserve.clone(), "--train".into(), part, "--json".into()]);
+                ctx.child("plan", &a, &ctx.run.join("plan.json"), &ctx.run.join("plan.json"))
+            }),
+        ),
+        (
+            "train",
+            Box::new(|ctx: &mut Ctx| {
+                let train_dir = ctx.run.join("train");
+                let mut a: Vec<String> = vec!["train".into()];
+                if train_dir.join("config.toml").is_file() {
+                    a.extend(["--resume".into(), path(&train_dir)]);
+                } else {
+                    if train_dir.exists() {
+                        // Killed before the run saved its settings: nothing of it to keep.
+                        std::fs::remove_dir_all(&train_dir)
+                            .with_context(|| format!("removing {}", train_dir.display()))?;
+                    }
+                    a.extend(["--model".into(), path(&ctx.run.join("base.onnx"))]);
+                    a.extend(["--data".into(), path(&labelled.join("data.yaml"))]);
+                    if let Some(old) = &inputs.old {
+                        a.extend(["--replay".into(), path(old)]);
+                    }
+                    let given = |id: &str| overrides.iter().any(|o| o == &format!("--{id}"));
+                    a.extend(overrides.iter().cloned());
+                    a.extend(preset.train_flags(&given, Some(&inputs.teacher)));
+                    a.extend(["--plan".into(), "auto".into()]);
+                    a.extend(common_device.iter().cloned());
+                    a.extend(["--reserve".into(), args.reserve.clone()]);
+                    a.extend(["--project".into(), path(&ctx.run), "--name".into(), "train".into()]);
+                }
+                a.extend(["--threads".into(), threads.clone()]);
+                let outcome =
+                    ctx.child("train", &a, &ctx.run.join("train.json"), &train_dir.join("config.toml"))?;
+                if outcome.is_none() {
+                    let best = train_dir.join("best.onnx");
+                    anyhow::ensure!(best.is_file(), "headroom train wrote no {}", best.display());
+                }
+                Ok(outcome)
+            }),
+        ),
+        (
+            "export",
+            Box::new(|ctx: &mut Ctx| {
+                let mut a = vec!["export".into(), "--model".into(), path(&ctx.run.join("train/best.onnx"))];
+                a.extend(["--fp16".into(), "--int8".into(), "--calib".into(), path(&inputs.images)]);
+                a.extend(["--out".into(), path(&ctx.run.join("export")), "--force".into(), "--json".into()]);
+                a.extend(["--threads".into(), threads.clone()]);
+                if which("trtexec").is_some() {
+                    a.push("--engine".into());
+                }
+                ctx.child("export", &a, &ctx.run.join("export.json"), &ctx.run.join("export"))
+            }),
+        ),
+    ];
+    for (name, body) in &steps {
+        if let Some(outcome) = ctx.step(name, |ctx| body(ctx))? {
+            return Ok(stopped(outcome));
+        }
+    }
+    drop(steps);
+
+    // The gate, in this process.
+    let gate_file = run.join("gate.json");
+    let session = provider_session(&args.ep, args.threads);
+    if let Some(outcome) = ctx.step("eval", |ctx| {
+        let report = report::evaluate_gate(
+            &ctx.run.join("train/best.onnx"),
+            &ctx.run.join("base.onnx"),
+            &inputs.holdout,
+            inputs.old.as_deref(),
+            &inputs.names,
+            &preset.gate,
+            &session,
+        )?;
+        let text = serde_json::to_string_pretty(&report)? + "\n";
+        headroom_core::fsio::write_atomic(&gate_file, text.as_bytes())?;
+        Ok(None)
+    })? {
+        return Ok(stopped(outcome));
+    }
+    let gate: gate::GateReport = serde_json::from_str(
+        &std::fs::read_to_string(&gate_file).with_context(|| format!("reading {}", gate_file.display()))?,
+    )
+    .with_context(|| format!("{}: not a gate report", gate_file.display()))?;
+
+    let candidate = run.join("train/best.onnx");
+    ctx.step("deploy", |ctx| {
+        if !gate.deploy {
+            eprintln!("keeping the deployed model: {} did not hold", gate.decided_by);
+            return Ok(None);
+        }
+        // The service may have been given another model since the run began: never replace that.
+        let current = deploy::sha256_file(&inputs.deployed)?;
+        let ours = [ctx.state.base_sha256.clone(), deploy::sha256_file(&candidate)?];
+        anyhow::ensure!(
+            ours.contains(&current),
+            "{} changed since this run started (sha256 {current}, the run started from {}): not replacing \
+             it; remove {} to start over from the new model",
+            inputs.deployed.display(),
+            ctx.state.base_sha256,
+            ctx.run.display()
+        );
+        eprintln!("deploying: every condition of the gate held");
+        deploy::swap_in(&inputs.deployed, &candidate)?;
+        Ok(None)
+    })?;
+    let summary = report::finish(&mut ctx.state, &run, &inputs.deployed, &gate, &preset_name)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    }
+    Ok(Outcome::Success)
+}
+
+fn stopped(outcome: Outcome) -> Outcome {
+    if let Outcome::Interrupted(signal) = outcome {
+        eprintln!(
+            "stopped by {}: rerun the same command to continue the run",
+            super::interrupt::signal_name(signal)
+        );
+    }
+    outcome
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// An executable on PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+}

@@ -1,0 +1,74 @@
+//! Each image is labelled once per content: `<work>/labelled/field-sources.json` records the
+//! SHA-256 of every image labelled, and an image whose bytes changed since (a camera that reuses
+//! file names) has its teacher labels removed so that `headroom label` labels it again. Human
+//! labels are never touched.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context as _;
+use headroom_infer::label::output::{JobState, job_state, plan_jobs, sha256_hex};
+
+const INDEX: &str = "field-sources.json";
+
+/// Brings the labelled dataset in line with the images' contents. Returns whether every image must
+/// be relabelled because the teacher changed (the labelled set was made by another teacher file).
+pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> anyhow::Result<bool> {
+    let teacher_changed = match headroom_infer::label::LabelManifest::read(labelled)? {
+        Some(manifest) => {
+            let bytes = std::fs::read(teacher).with_context(|| format!("reading {}", teacher.display()))?;
+            let changed = manifest.teacher.sha256 != sha256_hex(&bytes);
+            if changed {
+                tracing::warn!(
+                    "the teacher differs from the one that labelled {} (sha256 {}): relabelling every image",
+                    labelled.display(),
+                    manifest.teacher.sha256
+                );
+            }
+            changed
+        }
+        None => false,
+    };
+    let index_path = labelled.join(INDEX);
+    let recorded: BTreeMap<String, String> = match std::fs::read_to_string(&index_path) {
+        Ok(text) => {
+            serde_json::from_str(&text).with_context(|| format!("{}: not an index", index_path.display()))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", index_path.display())),
+    };
+    let (jobs, _skipped) = plan_jobs(images, labelled)?;
+    let mut now = BTreeMap::new();
+    let mut invalidated = 0usize;
+    for job in &jobs {
+        let key = job.source.strip_prefix(images).unwrap_or(&job.source).display().to_string();
+        let bytes =
+            std::fs::read(&job.source).with_context(|| format!("reading {}", job.source.display()))?;
+        let sha = sha256_hex(&bytes);
+        if recorded.get(&key).is_some_and(|was| *was != sha) {
+            let ours = match job_state(job, false) {
+                JobState::Done(None) => Some(&job.label),
+                JobState::Done(Some(_)) => Some(&job.teacher_label),
+                JobState::Todo { .. } => None,
+            };
+            if let Some(label) = ours {
+                for file in [label, &job.scores] {
+                    match std::fs::remove_file(file) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(e).with_context(|| format!("removing {}", file.display())),
+                    }
+                }
+                invalidated += 1;
+            }
+        }
+        now.insert(key, sha);
+    }
+    if invalidated > 0 {
+        tracing::info!("{invalidated} images changed since they were labelled: labelling them again");
+    }
+    std::fs::create_dir_all(labelled).with_context(|| format!("creating {}", labelled.display()))?;
+    let text = serde_json::to_string_pretty(&now)? + "\n";
+    headroom_core::fsio::write_atomic(&index_path, text.as_bytes())?;
+    Ok(teacher_changed)
+}

@@ -1,0 +1,184 @@
+//! The field run's folder: `<work>/run` holds the unfinished run (its `state.json` lists the steps
+//! done and the settings it started with), `<work>/history/<id>` the finished ones,
+//! `<work>/labelled` the pseudo-labelled images of every night (each image labelled once per
+//! content), `<work>/lock` the lock of one run at a time.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+/// What the run started with: a rerun with other settings is refused (the run would mix them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// The new images.
+    pub images: PathBuf,
+    /// The teacher.
+    pub teacher: PathBuf,
+    /// The holdout data.yaml.
+    pub holdout: PathBuf,
+    /// The old-scene data.yaml.
+    pub old: Option<PathBuf>,
+    /// The preset's name (or file).
+    pub preset: String,
+    /// The preset's contents, as resolved.
+    pub preset_toml: String,
+    /// The device preset chosen, and why.
+    pub device: String,
+    /// `--reserve`.
+    pub reserve: String,
+    /// `--epochs` / `--train` given on the command line.
+    pub overrides: Vec<String>,
+}
+
+/// `state.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunState {
+    /// The run's id (UTC start time).
+    pub id: String,
+    /// SHA-256 of the deployed model when the run started (`base.onnx`).
+    pub base_sha256: String,
+    /// The settings.
+    pub settings: RunSettings,
+    /// Steps finished, in order.
+    pub done: Vec<String>,
+    /// Seconds each step took (summed over invocations).
+    #[serde(default)]
+    pub seconds: Vec<(String, f64)>,
+    /// Whether the run ended (summary written).
+    #[serde(default)]
+    pub finished: bool,
+}
+
+impl RunState {
+    /// Reads `<run>/state.json`.
+    pub fn load(run: &Path) -> anyhow::Result<RunState> {
+        let path = run.join("state.json");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{}: not a field run's state", path.display()))
+    }
+
+    /// Writes `<run>/state.json` atomically.
+    pub fn save(&self, run: &Path) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(self)? + "\n";
+        headroom_core::fsio::write_atomic(&run.join("state.json"), text.as_bytes())?;
+        Ok(())
+    }
+
+    /// Whether `step` is done.
+    pub fn is_done(&self, step: &str) -> bool {
+        self.done.iter().any(|s| s == step)
+    }
+
+    /// Marks `step` done after `seconds`, durably.
+    pub fn mark(&mut self, run: &Path, step: &str, seconds: f64) -> anyhow::Result<()> {
+        self.done.push(step.to_string());
+        self.add_time(step, seconds);
+        self.save(run)
+    }
+
+    /// Adds time to `step` (also for a step that does not finish in this invocation).
+    pub fn add_time(&mut self, step: &str, seconds: f64) {
+        match self.seconds.iter_mut().find(|(s, _)| s == step) {
+            Some((_, t)) => *t += seconds,
+            None => self.seconds.push((step.to_string(), seconds)),
+        }
+    }
+}
+
+/// The current UTC time as `YYYYMMDDTHHMMSSZ`.
+pub fn utc_id() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+/// The unfinished run, or a new one (archiving a finished one to `history/`). A run folder without
+/// a state (killed while being created) is removed and made again.
+pub fn open_run(
+    work: &Path,
+    deployed: &Path,
+    settings: &RunSettings,
+) -> anyhow::Result<(PathBuf, RunState, bool)> {
+    let run = work.join("run");
+    if run.join("state.json").is_file() {
+        let state = RunState::load(&run)?;
+        if !state.finished {
+            if &state.settings != settings {
+                let diff = differences(&state.settings, settings);
+                anyhow::bail!(
+                    "the unfinished run {} in {} was started with other settings ({diff}); rerun it with \
+                     the same flags to finish it, or remove {} to start over",
+                    state.id,
+                    run.display(),
+                    run.display()
+                );
+            }
+            return Ok((run, state, true));
+        }
+        let history = work.join("history");
+        std::fs::create_dir_all(&history).with_context(|| format!("creating {}", history.display()))?;
+        let to = history.join(&state.id);
+        std::fs::rename(&run, &to)
+            .with_context(|| format!("archiving the finished run {} to {}", run.display(), to.display()))?;
+    } else if run.exists() {
+        std::fs::remove_dir_all(&run).with_context(|| format!("removing the unstarted {}", run.display()))?;
+    }
+    let fresh = work.join("run.new");
+    if fresh.exists() {
+        std::fs::remove_dir_all(&fresh).with_context(|| format!("removing {}", fresh.display()))?;
+    }
+    std::fs::create_dir_all(&fresh).with_context(|| format!("creating {}", fresh.display()))?;
+    let bytes = std::fs::read(deployed).with_context(|| format!("reading {}", deployed.display()))?;
+    headroom_core::fsio::write_atomic(&fresh.join("base.onnx"), &bytes)?;
+    let state = RunState {
+        id: utc_id(),
+        base_sha256: headroom_infer::label::output::sha256_hex(&bytes),
+        settings: settings.clone(),
+        done: Vec::new(),
+        seconds: Vec::new(),
+        finished: false,
+    };
+    state.save(&fresh)?;
+    std::fs::rename(&fresh, &run)
+        .with_context(|| format!("renaming {} to {}", fresh.display(), run.display()))?;
+    Ok((run, state, false))
+}
+
+fn differences(saved: &RunSettings, now: &RunSettings) -> String {
+    let (a, b) =
+        (serde_json::to_value(saved).unwrap_or_default(), serde_json::to_value(now).unwrap_or_default());
+    let mut out = Vec::new();
+    if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
+        for (key, was) in a {
+            let is = b.get(key).cloned().unwrap_or_default();
+            if *was != is {
+                out.push(match key.as_str() {
+                    "preset_toml" => "the preset's contents changed".to_string(),
+                    _ => format!("{key} was {was}, now {is}"),
+                });
+            }
+        }
+    }
+    out.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_id_is_a_timestamp() {
+        let id = super::utc_id();
+        assert_eq!(id.len(), 16, "{id}");
+        assert!(id.starts_with("20") && id.ends_with('Z') && id.as_bytes()[8] == b'T', "{id}");
+    }
+}

@@ -1,0 +1,267 @@
+//! Run presets (`configs/runs.toml`, embedded in the binary): what a field retrain trains and what
+//! its deploy gate demands. `headroom train --preset` and `headroom field run --preset` read them.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+/// The presets shipped in `configs/runs.toml`.
+pub const BUILTIN_RUNS: &str = include_str!("../../../../configs/runs.toml");
+
+/// Ultralytics' augmentation values, which `augment = true` turns on.
+const AUGMENT: [(&str, &str); 4] =
+    [("mosaic", "1"), ("scale", "0.5"), ("translate", "0.1"), ("hsv", "0.015,0.7,0.4")];
+
+/// One run preset. Unknown keys are errors (a typo must not silently change a nightly run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunPreset {
+    /// What the preset is for, with the figures behind it.
+    #[serde(default)]
+    pub description: String,
+    /// Epochs (`headroom train --epochs`).
+    pub epochs: Option<usize>,
+    /// What trains (`--train`: head, neck+head, all, affine, N).
+    pub train: Option<String>,
+    /// Nominal batch (`--nbs`: `auto` or a count).
+    pub nbs: Option<NbsValue>,
+    /// Ultralytics' mosaic, scale, translate and HSV values.
+    #[serde(default)]
+    pub augment: bool,
+    /// Dense distillation from the labelling teacher (`--teacher`).
+    #[serde(default)]
+    pub distill: bool,
+    /// The deploy gate (`headroom field run`).
+    #[serde(default)]
+    pub gate: GateSettings,
+}
+
+/// `nbs = "auto"` or `nbs = 8`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NbsValue {
+    /// A fixed nominal batch.
+    Count(u64),
+    /// `auto`.
+    Text(String),
+}
+
+impl std::fmt::Display for NbsValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NbsValue::Count(n) => write!(f, "{n}"),
+            NbsValue::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// When `headroom field run` deploys a candidate (docs/FIELD.md "The gate"). Points are mAP50-95
+/// × 100.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GateSettings {
+    /// The lower end of the paired bootstrap interval of the candidate's mAP50-95 gain on the holdout
+    /// must be at least this many points (0.1: a gain above the holdout's noise; −100: any).
+    pub min_gain: f64,
+    /// Two-sided confidence of the paired bootstrap interval over holdout images.
+    pub confidence: f64,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Seed of the resampling (the same run gives the same interval).
+    pub seed: u64,
+    /// Points of mAP50-95 the old-scene set (`--old`) may lose.
+    pub old_tolerance: f64,
+    /// Points of AP50-95 any class of the holdout may lose.
+    pub class_tolerance: f64,
+}
+
+impl Default for GateSettings {
+    fn default() -> Self {
+        GateSettings {
+            min_gain: 0.1,
+            confidence: 0.95,
+            resamples: 1000,
+            seed: 0,
+            old_tolerance: 1.0,
+            class_tolerance: 5.0,
+        }
+    }
+}
+
+impl GateSettings {
+    fn check(&self) -> Result<(), String> {
+        let points = |v: f64| v.is_finite() && (0.0..=100.0).contains(&v);
+        if !(self.min_gain.is_finite() && (-100.0..=100.0).contains(&self.min_gain)) {
+            return Err(format!("gate.min_gain {} is not points in -100..=100", self.min_gain));
+        }
+        if !points(self.old_tolerance) || !points(self.class_tolerance) {
+            return Err("gate.old_tolerance and gate.class_tolerance are points in 0..=100".into());
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(format!("gate.confidence {} is not in (0, 1)", self.confidence));
+        }
+        if !(1..=100_000).contains(&self.resamples) {
+            return Err(format!("gate.resamples {} is not in 1..=100000", self.resamples));
+        }
+        Ok(())
+    }
+}
+
+impl RunPreset {
+    fn check(&self) -> Result<(), String> {
+        if let Some(NbsValue::Text(t)) = &self.nbs
+            && t != "auto"
+        {
+            return Err(format!("nbs = \"{t}\": expected \"auto\" or a count"));
+        }
+        if self.epochs == Some(0) {
+            return Err("epochs = 0: at least 1".into());
+        }
+        self.gate.check()
+    }
+
+    /// The `headroom train` flags this preset sets, except those `given` says the user gave.
+    /// `teacher`: the labelling teacher, needed when the preset distils.
+    pub fn train_flags(&self, given: &dyn Fn(&str) -> bool, teacher: Option<&Path>) -> Vec<String> {
+        let mut flags = Vec::new();
+        let mut set = |id: &str, value: String| {
+            if !given(id) {
+                flags.push(format!("--{id}"));
+                flags.push(value);
+            }
+        };
+        if let Some(epochs) = self.epochs {
+            set("epochs", epochs.to_string());
+        }
+        if let Some(train) = &self.train {
+            set("train", train.clone());
+        }
+        if let Some(nbs) = &self.nbs {
+            set("nbs", nbs.to_string());
+        }
+        if self.augment {
+            for (id, value) in AUGMENT {
+                set(id, value.to_string());
+            }
+        }
+        if self.distill
+            && let Some(teacher) = teacher
+        {
+            set("teacher", teacher.display().to_string());
+        }
+        flags
+    }
+}
+
+/// Every preset of a presets file's text; `origin` names it in errors.
+pub fn parse_presets(origin: &str, text: &str) -> anyhow::Result<Vec<(String, RunPreset)>> {
+    let table: toml::Table = toml::from_str(text).with_context(|| format!("{origin}: not valid TOML"))?;
+    let mut presets = Vec::new();
+    for (name, value) in table {
+        let preset: RunPreset = value
+            .try_into()
+            .map_err(|e: toml::de::Error| anyhow::anyhow!("{origin}: preset `{name}`: {}", e.message()))?;
+        preset.check().map_err(|e| anyhow::anyhow!("{origin}: preset `{name}`: {e}"))?;
+        presets.push((name, preset));
+    }
+    Ok(presets)
+}
+
+/// The preset `spec` names: a built-in name, or a TOML file holding one preset's keys at its top
+/// level (a section of configs/runs.toml without its header). Returns its name and the preset.
+pub fn load(spec: &str) -> anyhow::Result<(String, RunPreset)> {
+    let path = Path::new(spec);
+    if path.is_file() || spec.ends_with(".toml") {
+        let text = headroom_core::fsio::read_regular(path)
+            .with_context(|| format!("--preset {spec}: reading the preset file"))?;
+        let text = String::from_utf8(text).map_err(|_| anyhow::anyhow!("--preset {spec}: not UTF-8 text"))?;
+        let preset: RunPreset =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("--preset {spec}: {}", e.message().trim()))?;
+        preset.check().map_err(|e| anyhow::anyhow!("--preset {spec}: {e}"))?;
+        return Ok((spec.to_string(), preset));
+    }
+    let presets = parse_presets("<builtin configs/runs.toml>", BUILTIN_RUNS)?;
+    let known = presets.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
+    presets.iter().find(|(n, _)| n == spec).cloned().ok_or_else(|| {
+        anyhow::anyhow!("--preset {spec}: no such preset (built in: {known}) and no such file")
+    })
+}
+
+/// Applies `--preset` to `headroom train`'s arguments: each key the command line did not give.
+pub fn apply_to_train(args: &mut super::train::Args) -> anyhow::Result<()> {
+    let Some(spec) = args.preset.clone() else { return Ok(()) };
+    let (name, preset) = load(&spec)?;
+    anyhow::ensure!(
+        !preset.distill || args.teacher.is_some(),
+        "--preset {name} distils from the labelling teacher (distill = true): give --teacher T.onnx"
+    );
+    let given = args.given.clone();
+    let flags = preset.train_flags(&|id| given.iter().any(|g| g == id), None);
+    for pair in flags.chunks(2) {
+        let (flag, value) = (pair[0].as_str(), pair[1].as_str());
+        let bad = |e: String| anyhow::anyhow!("--preset {name}: {flag} {value}: {e}");
+        let number = |v: &str| v.parse::<f32>().map_err(|_| bad("not a number".into()));
+        match flag {
+            "--epochs" => args.epochs = super::provider_args::count_arg::<1, 10000>(value).map_err(bad)?,
+            "--train" => args.train = value.to_string(),
+            "--nbs" => args.nbs = super::train::nbs_arg(value).map_err(bad)?,
+            "--mosaic" => args.mosaic = number(value)?,
+            "--scale" => args.scale = number(value)?,
+            "--translate" => args.translate = number(value)?,
+            "--hsv" => args.hsv = value.to_string(),
+            _ => anyhow::bail!("--preset {name}: {flag} is not a train flag"),
+        }
+    }
+    tracing::info!("preset {name}: {}", preset.description);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_presets_parse_and_check() {
+        let presets = parse_presets("runs.toml", BUILTIN_RUNS).expect("built-in presets");
+        let names: Vec<&str> = presets.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"field-quick") && names.contains(&"field-accurate"), "{names:?}");
+        let (_, accurate) = load("field-accurate").expect("field-accurate");
+        assert!(accurate.augment && accurate.distill);
+        assert_eq!(accurate.nbs, Some(NbsValue::Text("auto".into())));
+    }
+
+    #[test]
+    fn flags_skip_what_was_given_and_add_the_teacher() {
+        let (_, accurate) = load("field-accurate").expect("field-accurate");
+        let flags = accurate.train_flags(&|id| id == "epochs", Some(Path::new("/t.onnx")));
+        let text = flags.join(" ");
+        assert!(!text.contains("--epochs"), "{text}");
+        assert!(text.contains("--train all") && text.contains("--nbs auto"), "{text}");
+        assert!(text.contains("--mosaic 1") && text.contains("--teacher /t.onnx"), "{text}");
+    }
+
+    #[test]
+    fn bad_presets_name_the_key() {
+        let err = parse_presets("f.toml", "[p]\nepochs = 3\nepoch = 4\n").expect_err("refused").to_string();
+        assert!(err.contains("f.toml") && err.contains("`p`") && err.contains("epoch"), "{err}");
+        let err = parse_presets("f.toml", "[p]\nnbs = \"lots\"\n").expect_err("refused").to_string();
+        assert!(err.contains("nbs = \"lots\""), "{err}");
+        let err =
+            parse_presets("f.toml", "[p]\n[p.gate]\nconfidence = 1.5\n").expect_err("refused").to_string();
+        assert!(err.contains("gate.confidence 1.5"), "{err}");
+        let err = load("no-such-preset").expect_err("refused").to_string();
+        assert!(err.contains("field-quick") && err.contains("no such preset"), "{err}");
+    }
+
+    #[test]
+    fn a_preset_file_holds_one_preset() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mine.toml");
+        std::fs::write(&path, "epochs = 3\ntrain = \"all\"\n[gate]\nmin_gain = 1.0\n").expect("write");
+        let (name, preset) = load(path.to_str().expect("utf-8")).expect("load");
+        assert!(name.ends_with("mine.toml"));
+        assert_eq!((preset.epochs, preset.gate.min_gain), (Some(3), 1.0));
+        assert_eq!(preset.gate.resamples, GateSettings::default().resamples);
+    }
+}
