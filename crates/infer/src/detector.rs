@@ -82,7 +82,8 @@ impl Detector {
         if output_shape.iter().skip(1).all(|d| *d > 0) {
             OutputLayout::detect(&output_shape, metadata.names.as_ref().map(Vec::len))?;
         }
-        tracing::info!(
+        // Readiness is routine: at debug, so that a run's terminal shows its events, not every session.
+        tracing::debug!(
             model = %path.display(), ?provider, input = ?input_size, output = ?output_shape, "detector ready"
         );
         Ok(Self {

@@ -178,7 +178,7 @@ fn open(
         tracing::warn!("no requested execution provider registered; running on the CPU provider");
     }
     let session = commit(&mut builder).map_err(|e| session_err(&e))?;
-    tracing::info!(model = %model.display(), ?provider, ?registered, "session ready");
+    tracing::debug!(model = %model.display(), ?provider, ?registered, "session ready");
     Ok((session, provider))
 }
 
