@@ -273,6 +273,8 @@ mod with_libraries {
                 "no image of its val split has a label file",
             ),
             (with("--holdout", s(&scene.root.join("nowhere.yaml"))), "nowhere.yaml: no such file"),
+            // A step that fails: the error names it, nothing is deployed (last: it leaves a run).
+            ([base.clone(), vec!["--train".into(), "bogus".into()]].concat(), "step plan"),
         ];
         for (args, expected) in cases {
             let out = run(&args, &[]);
@@ -281,6 +283,17 @@ mod with_libraries {
             assert_eq!(sha(&scene.deployed), scene.original);
             assert!(!scene.root.join("app/model.onnx.prev").exists());
         }
+        // The run the failed step left is not continued with other flags: set aside whole, and a
+        // new run goes on.
+        let out = run(&base, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("was started with other settings"), "{}", text(&out));
+        let history = scene.root.join("app/.headroom-field/history");
+        let names: Vec<String> = std::fs::read_dir(&history)
+            .expect("history")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        assert!(names.len() == 1 && names[0].ends_with("-abandoned"), "{names:?}");
     }
 
     #[test]

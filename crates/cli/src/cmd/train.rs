@@ -100,7 +100,7 @@ pub struct Args {
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// `auto`: train with the first configuration of `headroom plan`'s fit ladder that fits the
-    /// device's budget (from --train, --imgsz, batch 16 down); it overrides --batch,
+    /// device's budget (from --train, --imgsz, --batch down); it overrides --batch,
     /// --no-checkpoint, --amp, --cache-features, --train and --imgsz. `off`: as given.
     #[arg(long, value_enum, default_value_t = PlanMode::Off)]
     pub plan: PlanMode,

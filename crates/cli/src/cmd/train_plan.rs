@@ -26,7 +26,9 @@ pub fn resolve_device_preset(spec: &mut RunSpec, plan: &PlanArgs) -> anyhow::Res
     Ok(())
 }
 
-/// Runs the fit ladder from the spec's configuration (batch 16 at most) on the spec's device and
+/// Runs the fit ladder from the spec's configuration (its `--batch`, 2 by default: the batch the
+/// adaptation figures were measured at, and on the demo's 64 field images batch 16 recovered 15 % of
+/// the gap where batch 2 recovered 23 % — docs/BENCHMARKS.md "The deploy gate") on the spec's device and
 /// sets batch, checkpointing, AMP, the feature cache, the input size and the part to the first
 /// candidate that fits.
 pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs) -> anyhow::Result<()> {
@@ -38,7 +40,8 @@ pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs) -> anyhow::Result<()> {
     let model = headroom_onnx::Model::load(&spec.model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
     let imgsz = spec.settings.imgsz[0];
-    let mut start = super::plan::start_setup(&inspection, spec.trainable()?, Some(imgsz), 16)?;
+    let mut start =
+        super::plan::start_setup(&inspection, spec.trainable()?, Some(imgsz), spec.settings.batch)?;
     start.optimizer =
         if spec.settings.optimizer == OptimizerKind::Sgd { Optimizer::Sgd } else { Optimizer::AdamW };
     start.trunk = if spec.trunk == TrunkKind::Torch { TrunkRuntime::Torch } else { TrunkRuntime::Ort };

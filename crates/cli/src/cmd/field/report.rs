@@ -23,13 +23,7 @@ pub fn evaluate_gate(
 ) -> anyhow::Result<GateReport> {
     let evaluate = |data: &Path, flag: &str| -> anyhow::Result<[headroom_infer::eval::EvalReport; 2]> {
         let config = DataConfig::load(data)?;
-        let split = load_split(&config, Split::Val, LoadOptions { strict: false })
-            .with_context(|| format!("{flag} {}", data.display()))?;
-        anyhow::ensure!(
-            split.report.labels_found > 0,
-            "{flag} {}: no image of its val split has a label file: the gate needs labelled images",
-            data.display()
-        );
+        let split = check_labelled(&config, flag)?;
         let mut reports = Vec::new();
         for model in [candidate, base] {
             let mut detector = headroom_infer::detector::Detector::open(model, session)?;
@@ -57,6 +51,22 @@ pub fn evaluate_gate(
         _ => None,
     };
     Ok(gate::decide(settings, &holdout_pair, difference, old_pair.as_ref(), names))
+}
+
+/// The val split of a gate set, refused when no image of it has a label file.
+pub fn check_labelled(
+    config: &DataConfig,
+    flag: &str,
+) -> anyhow::Result<headroom_core::dataset::LoadedSplit> {
+    let data = &config.file;
+    let split = load_split(config, Split::Val, LoadOptions { strict: false })
+        .with_context(|| format!("{flag} {}", data.display()))?;
+    anyhow::ensure!(
+        split.report.labels_found > 0,
+        "{flag} {}: no image of its val split has a label file: the gate needs labelled images",
+        data.display()
+    );
+    Ok(split)
 }
 
 /// Writes `summary.json` and `report.md`, marks the run finished, and says what happened.

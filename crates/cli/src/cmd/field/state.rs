@@ -103,8 +103,9 @@ pub fn utc_id() -> String {
     format!("{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
 }
 
-/// The unfinished run, or a new one (archiving a finished one to `history/`). A run folder without
-/// a state (killed while being created) is removed and made again.
+/// The unfinished run, or a new one: a finished run is archived to `history/<id>`, an unfinished one
+/// started with other settings to `history/<id>-abandoned`. A run folder without a state (killed
+/// while being created) is removed and made again.
 pub fn open_run(
     work: &Path,
     deployed: &Path,
@@ -113,24 +114,25 @@ pub fn open_run(
     let run = work.join("run");
     if run.join("state.json").is_file() {
         let state = RunState::load(&run)?;
-        if !state.finished {
-            if &state.settings != settings {
-                let diff = differences(&state.settings, settings);
-                anyhow::bail!(
-                    "the unfinished run {} in {} was started with other settings ({diff}); rerun it with \
-                     the same flags to finish it, or remove {} to start over",
-                    state.id,
-                    run.display(),
-                    run.display()
-                );
-            }
+        if !state.finished && &state.settings == settings {
             return Ok((run, state, true));
+        }
+        let mut name = state.id.clone();
+        if !state.finished {
+            // Never mix two settings in one run: the unfinished one is set aside, whole.
+            name.push_str("-abandoned");
+            tracing::warn!(
+                "the unfinished run {} was started with other settings ({}): it is kept in history/{name} \
+                 and a new run starts",
+                state.id,
+                differences(&state.settings, settings)
+            );
         }
         let history = work.join("history");
         std::fs::create_dir_all(&history).with_context(|| format!("creating {}", history.display()))?;
-        let to = history.join(&state.id);
+        let to = history.join(&name);
         std::fs::rename(&run, &to)
-            .with_context(|| format!("archiving the finished run {} to {}", run.display(), to.display()))?;
+            .with_context(|| format!("archiving the run {} to {}", run.display(), to.display()))?;
     } else if run.exists() {
         std::fs::remove_dir_all(&run).with_context(|| format!("removing the unstarted {}", run.display()))?;
     }
