@@ -127,7 +127,7 @@ check "install.sh --prefix TMP/opt --systemd" \
   clean bash "$b/install.sh" --prefix "$tmp/opt" --systemd --systemd-dir "$tmp/systemd"
 check "env -i TMP/opt/bin/headroom doctor (installed)" clean "$tmp/opt/bin/headroom" doctor
 units_point_at_install() {
-  grep -q "^ExecStart=$tmp/opt/bin/headroom field run \\$HEADROOM_FIELD_ARGS$" "$tmp/systemd/headroom-field.service" &&
+  grep -qxF "ExecStart=$tmp/opt/bin/headroom field run \$HEADROOM_FIELD_ARGS" "$tmp/systemd/headroom-field.service" &&
     grep -q "^EnvironmentFile=$tmp/opt/etc/field.env$" "$tmp/systemd/headroom-field.service" &&
     grep -q '^HEADROOM_FIELD_ARGS="--images ' "$tmp/opt/etc/field.env" &&
     grep -q '^OnCalendar=' "$tmp/systemd/headroom-field.timer"

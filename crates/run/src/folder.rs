@@ -88,6 +88,42 @@ pub fn read_best(dir: &Path) -> Option<f64> {
     text.lines().skip(1).filter_map(|l| l.rsplit(',').next()?.parse::<f64>().ok()).reduce(f64::max)
 }
 
+/// What `metrics.csv` says of the epochs done: the best one (1-based, the first of equal
+/// fitness, as `best.onnx` keeps it), the seconds trained in all and in the last epoch.
+#[derive(Debug, Default)]
+pub struct EpochHistory {
+    /// The epoch of the best fitness.
+    pub best_epoch: Option<usize>,
+    /// Seconds of training, summed.
+    pub seconds: f64,
+    /// Seconds of the last epoch.
+    pub last_seconds: f64,
+}
+
+/// Reads [`EpochHistory`] from `dir`'s `metrics.csv` (empty when there is none).
+pub fn epoch_history(dir: &Path) -> EpochHistory {
+    let Ok(text) = std::fs::read_to_string(dir.join(METRICS_FILE)) else { return EpochHistory::default() };
+    let mut history = EpochHistory::default();
+    let mut best: Option<f64> = None;
+    for line in text.lines().skip(1) {
+        let cells: Vec<&str> = line.split(',').collect();
+        let (Some(epoch), Some(seconds), Some(fitness)) = (
+            cells.first().and_then(|c| c.parse::<usize>().ok()),
+            cells.get(7).and_then(|c| c.parse::<f64>().ok()),
+            cells.last().and_then(|c| c.parse::<f64>().ok()),
+        ) else {
+            continue;
+        };
+        history.seconds += seconds;
+        history.last_seconds = seconds;
+        if best.is_none_or(|b| fitness > b) {
+            best = Some(fitness);
+            history.best_epoch = Some(epoch);
+        }
+    }
+    history
+}
+
 /// Appends the epoch's row to `metrics.csv`; returns the file's text.
 pub fn append_metrics(dir: &Path, stats: &EpochStats, m: &Metrics, peak_rss_mb: f64) -> Result<String> {
     let path = dir.join(METRICS_FILE);

@@ -278,7 +278,8 @@ fn execute(
         part: &part,
         threads: options.threads,
     };
-    let Some(best) = train_epochs(&mut trainer, &mut spec, &outputs, &start.inputs, options, observer)?
+    let Some((best, ended)) =
+        train_epochs(&mut trainer, &mut spec, &outputs, &start.inputs, options, observer)?
     else {
         return Ok(RunEnd::Interrupted);
     };
@@ -290,6 +291,9 @@ fn execute(
     let results = serde_json::json!({
         "run": dir,
         "epochs": spec.settings.epochs,
+        "epochs_done": ended.epochs_done,
+        "stopped_early": ended.stopped_early,
+        "best_epoch": ended.best_epoch,
         "best_fitness": best,
         "best": dir.join("best.onnx"),
         "last": dir.join("last.onnx"),
@@ -303,8 +307,18 @@ fn execute(
     Ok(RunEnd::Finished(results))
 }
 
-/// The epochs left: each trained, its steps down recorded, its end written. The best fitness, or
-/// `None` when the run stopped on request.
+/// How the epochs ended.
+struct Ended {
+    epochs_done: usize,
+    /// Why the run stopped before its last epoch (`--patience`, `--time`), if it did.
+    stopped_early: Option<String>,
+    /// The epoch (1-based) of `best.onnx`.
+    best_epoch: Option<usize>,
+}
+
+/// The epochs left: each trained, its steps down recorded, its end written; stops early on
+/// `patience` or `time_hours`. The best fitness and how it ended, or `None` when the run stopped on
+/// request.
 fn train_epochs(
     trainer: &mut Trainer<'_>,
     spec: &mut RunSpec,
@@ -312,11 +326,25 @@ fn train_epochs(
     inputs: &Inputs,
     options: &RunOptions,
     observer: &mut dyn Observer,
-) -> Result<Option<Option<f64>>> {
+) -> Result<Option<(Option<f64>, Ended)>> {
     let stop_requested = || options.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
     let mut best = folder::read_best(outputs.dir);
+    // What earlier sessions of the run did, from metrics.csv: the best epoch and the time trained.
+    let history = folder::epoch_history(outputs.dir);
+    let mut best_epoch = history.best_epoch;
+    let mut trained_seconds = history.seconds;
     let epochs = spec.settings.epochs;
+    let mut ended = Ended { epochs_done: trainer.progress().epochs_done, stopped_early: None, best_epoch };
     for epoch in trainer.progress().epochs_done..epochs {
+        if let Some(why) = early_stop(spec, epoch, best_epoch, trained_seconds, history.last_seconds) {
+            tracing::info!(
+                "stopping before epoch {}: {why}; best.onnx is epoch {}",
+                epoch + 1,
+                best_epoch.unwrap_or(0)
+            );
+            ended.stopped_early = Some(why);
+            break;
+        }
         if stop_requested() {
             return Ok(None);
         }
@@ -341,11 +369,54 @@ fn train_epochs(
             Err(headroom_train::Error::Interrupted) => return Ok(None),
             other => other?,
         };
+        let seconds = stats.seconds;
         let (report, better) = finish_epoch(outputs, trainer, stats, inputs, best)?;
+        if report.best {
+            best_epoch = Some(epoch + 1);
+        }
         best = better;
+        trained_seconds += seconds;
+        ended = Ended { epochs_done: epoch + 1, stopped_early: None, best_epoch };
         observer.epoch_ended(&report);
+        if let Some(why) = early_stop(spec, epoch + 1, best_epoch, trained_seconds, seconds)
+            && epoch + 1 < epochs
+        {
+            tracing::info!(
+                "stopping after epoch {}: {why}; best.onnx is epoch {}",
+                epoch + 1,
+                best_epoch.unwrap_or(0)
+            );
+            ended.stopped_early = Some(why);
+            break;
+        }
     }
-    Ok(Some(best))
+    Ok(Some((best, ended)))
+}
+
+/// Why the run should stop before training epoch `next` (0-based), if it should: `patience`
+/// epochs without a better fitness since `best_epoch` (1-based), or `time_hours` that another
+/// epoch of `last_seconds` would overrun.
+fn early_stop(
+    spec: &RunSpec,
+    next: usize,
+    best_epoch: Option<usize>,
+    trained_seconds: f64,
+    last_seconds: f64,
+) -> Option<String> {
+    if spec.patience > 0 && next > 0 {
+        let since = next - best_epoch.unwrap_or(0);
+        if since >= spec.patience {
+            return Some(format!("no better val fitness in {since} epochs (--patience {})", spec.patience));
+        }
+    }
+    let budget = spec.time_hours * 3600.0;
+    if budget > 0.0 && next > 0 && trained_seconds + last_seconds > budget {
+        return Some(format!(
+            "{:.0} s trained, and another epoch (~{:.0} s) would pass --time {} h",
+            trained_seconds, last_seconds, spec.time_hours
+        ));
+    }
+    None
 }
 
 /// The end of an epoch: the averaged weights written back into the model (`last.onnx`), evaluated
@@ -436,4 +507,34 @@ fn check_batch(spec: &RunSpec, model: &Model, student: &Student) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(patience: usize, time_hours: f64) -> RunSpec {
+        let mut spec = RunSpec::new("m.onnx".into(), "d.yaml".into());
+        spec.patience = patience;
+        spec.time_hours = time_hours;
+        spec
+    }
+
+    #[test]
+    fn patience_counts_epochs_since_the_best() {
+        let s = spec(3, 0.0);
+        assert!(early_stop(&s, 0, None, 0.0, 0.0).is_none(), "never before the first epoch");
+        assert!(early_stop(&s, 4, Some(2), 0.0, 1.0).is_none(), "2 epochs since the best");
+        let why = early_stop(&s, 5, Some(2), 0.0, 1.0).expect("3 epochs since the best");
+        assert!(why.contains("--patience 3"), "{why}");
+        assert!(early_stop(&spec(0, 0.0), 50, Some(1), 0.0, 1.0).is_none(), "0: never");
+    }
+
+    #[test]
+    fn time_stops_before_an_epoch_that_would_overrun() {
+        let s = spec(0, 1.0);
+        assert!(early_stop(&s, 3, Some(3), 3000.0, 500.0).is_none(), "3500 s < 3600 s");
+        let why = early_stop(&s, 3, Some(3), 3200.0, 500.0).expect("3700 s > 3600 s");
+        assert!(why.contains("--time 1 h"), "{why}");
+    }
 }

@@ -79,6 +79,14 @@ pub struct RunSpec {
     /// gain; `crate::teacher`).
     #[serde(default)]
     pub teacher: Option<PathBuf>,
+    /// Stop when the val fitness has not improved for this many epochs (Ultralytics' `patience`;
+    /// 0: never).
+    #[serde(default)]
+    pub patience: usize,
+    /// Stop before an epoch that would end past this many hours of training, summed over the
+    /// run's sessions (Ultralytics' `time`; 0: no limit).
+    #[serde(default)]
+    pub time_hours: f64,
     /// The device preset that `device` named (or `auto` detected) when the run was made, with the
     /// device files then read: a resumed run uses it and needs no device file. None for `cpu`,
     /// `cuda`, `cuda:N`, and in runs saved before it was recorded (the built-in preset of that
@@ -109,6 +117,8 @@ impl RunSpec {
             memory_cap_after: 0,
             renorm: 0,
             teacher: None,
+            patience: 0,
+            time_hours: 0.0,
             device_preset: None,
             plan: None,
             settings: TrainConfig::default(),
@@ -165,6 +175,12 @@ impl RunSpec {
             return Err(Error::Spec {
                 key: "renorm".into(),
                 reason: format!("{} is not in 0..=64", self.renorm),
+            });
+        }
+        if !(self.time_hours.is_finite() && (0.0..=10_000.0).contains(&self.time_hours)) {
+            return Err(Error::Spec {
+                key: "time_hours".into(),
+                reason: format!("{} is not hours in 0..=10000 (0: no limit)", self.time_hours),
             });
         }
         if self.device.trim().is_empty() {

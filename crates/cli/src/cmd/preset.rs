@@ -32,6 +32,10 @@ pub struct RunPreset {
     /// Dense distillation from the labelling teacher (`--teacher`).
     #[serde(default)]
     pub distill: bool,
+    /// Stop after this many epochs without a better val fitness (`--patience`).
+    pub patience: Option<usize>,
+    /// Training time budget, hours (`--time`).
+    pub time_hours: Option<f64>,
     /// The deploy gate (`headroom field run`).
     #[serde(default)]
     pub gate: GateSettings,
@@ -118,6 +122,11 @@ impl RunPreset {
         if self.epochs == Some(0) {
             return Err("epochs = 0: at least 1".into());
         }
+        if let Some(h) = self.time_hours
+            && !(h.is_finite() && h > 0.0 && h <= 10_000.0)
+        {
+            return Err(format!("time_hours = {h}: hours in (0, 10000]"));
+        }
         self.gate.check()
     }
 
@@ -139,6 +148,12 @@ impl RunPreset {
         }
         if let Some(nbs) = &self.nbs {
             set("nbs", nbs.to_string());
+        }
+        if let Some(patience) = self.patience {
+            set("patience", patience.to_string());
+        }
+        if let Some(hours) = self.time_hours {
+            set("time", hours.to_string());
         }
         if self.augment {
             for (id, value) in AUGMENT {
@@ -210,6 +225,8 @@ pub fn apply_to_train(args: &mut super::train::Args) -> anyhow::Result<()> {
             "--scale" => args.scale = number(value)?,
             "--translate" => args.translate = number(value)?,
             "--hsv" => args.hsv = value.to_string(),
+            "--patience" => args.patience = value.parse().map_err(|_| bad("not a count".into()))?,
+            "--time" => args.time = Some(super::train::hours_arg(value).map_err(bad)?),
             _ => anyhow::bail!("--preset {name}: {flag} is not a train flag"),
         }
     }

@@ -30,6 +30,14 @@ pub struct Args {
     /// Epochs.
     #[arg(long, default_value_t = 10, value_parser = super::provider_args::count_arg::<1, 10000>)]
     pub epochs: usize,
+    /// Stop when the val fitness has not improved for N epochs (Ultralytics' `patience`; 0: never).
+    /// Saved with the run; a resumed run keeps it.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub patience: usize,
+    /// Stop before an epoch that would end past this many hours of training, summed over the run's
+    /// sessions (Ultralytics' `time`: the nightly window). Saved with the run.
+    #[arg(long, value_name = "HOURS", value_parser = hours_arg, allow_negative_numbers = true)]
+    pub time: Option<f64>,
     /// Images per forward pass (gradients accumulate to --nbs).
     #[arg(long, default_value_t = 2, value_parser = super::provider_args::count_arg::<1, 256>)]
     pub batch: usize,
@@ -175,6 +183,14 @@ pub struct Args {
     /// against its saved settings).
     #[arg(skip)]
     pub given: Vec<String>,
+}
+
+/// `--time`: hours, more than 0.
+pub(super) fn hours_arg(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(h) if h.is_finite() && h > 0.0 && h <= 10_000.0 => Ok(h),
+        _ => Err(format!("`{text}` is not a number of hours in (0, 10000]")),
+    }
 }
 
 /// `--nbs`: sized to the data, or a fixed nominal batch.

@@ -64,6 +64,12 @@ pub fn spec_from_args(
     if given("teacher") {
         spec.teacher = args.teacher.as_deref().map(|p| absolute("--teacher", p)).transpose()?;
     }
+    if given("patience") {
+        spec.patience = args.patience;
+    }
+    if given("time") {
+        spec.time_hours = args.time.unwrap_or(0.0);
+    }
     if given("memory_cap_after") {
         spec.memory_cap_after = args.memory_cap_after;
     }

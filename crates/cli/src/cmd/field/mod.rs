@@ -118,6 +118,10 @@ pub struct RunArgs {
     /// What trains [default: the preset's].
     #[arg(long, value_name = "PART")]
     pub train: Option<String>,
+    /// The training's time budget in hours (`headroom train --time`: it stops before an epoch that
+    /// would overrun; the nightly window) [default: the preset's, else none].
+    #[arg(long, value_name = "HOURS")]
+    pub time: Option<f64>,
     /// Execution providers of labelling and the gate, e.g. `tensorrt,cuda,cpu` (a provider that
     /// fails to register is skipped with a warning).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "cpu")]
@@ -461,6 +465,10 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(train) = &args.train {
         overrides.extend(["--train".to_string(), train.clone()]);
+    }
+    if let Some(hours) = args.time {
+        anyhow::ensure!(hours > 0.0 && hours.is_finite(), "--time {hours}: hours, more than 0");
+        overrides.extend(["--time".to_string(), hours.to_string()]);
     }
     let settings = RunSettings {
         images: inputs.images.clone(),
