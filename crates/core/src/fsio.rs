@@ -269,9 +269,7 @@ impl OutputLock {
             let holder = holder.lines().collect::<Vec<_>>().join(", ");
             return Err(Error::Locked { path, scope: scope.to_string(), holder });
         }
-        let since =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let text = format!("pid {}\ncommand {command}\nsince {since} (Unix time)\n", std::process::id());
+        let text = format!("pid {}\ncommand {command}\nsince {}\n", std::process::id(), utc_now());
         (|| {
             file.set_len(0)?;
             file.write_all(text.as_bytes())
@@ -279,6 +277,28 @@ impl OutputLock {
         .map_err(|e| Error::io(&path, e))?;
         Ok(OutputLock { _file: file })
     }
+}
+
+/// The current time in UTC, as `2026-12-02 06:30:00 UTC` (for messages people read).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    utc_string(secs)
+}
+
+/// Seconds since 1970-01-01 in UTC, as `2026-12-02 06:30:00 UTC`.
+pub fn utc_string(secs: u64) -> String {
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", rest / 3600, rest % 3600 / 60, rest % 60)
 }
 
 #[cfg(target_os = "linux")]
@@ -312,6 +332,13 @@ fn flush(_any: &Path, pending: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn utc_string_is_the_civil_date() {
+        assert_eq!(super::utc_string(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc_string(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(super::utc_string(1_796_194_200), "2026-12-02 06:50:00 UTC");
+    }
+
     use super::*;
 
     #[test]

@@ -313,9 +313,9 @@ impl<'a> Trainer<'a> {
             if let Some(used) = cap.and_then(|c| c.exceeded(resident_before)) {
                 return Err(Error::OutOfMemory {
                     reason: format!(
-                        "memory cap: the pass took {} MiB above the start, the cap is {} MiB",
-                        used >> 20,
-                        cap.map_or(0, |c| c.bytes >> 20)
+                        "memory cap: the pass took {} above the start, over --memory-cap {}",
+                        headroom_plan::format_size(used),
+                        headroom_plan::format_size(cap.map_or(0, |c| c.bytes))
                     ),
                 });
             }

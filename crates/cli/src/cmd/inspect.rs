@@ -13,9 +13,12 @@ use super::Outcome;
 /// Arguments of `headroom inspect`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The detector, an Ultralytics ONNX export.
-    #[arg(value_name = "MODEL.onnx")]
-    pub model: PathBuf,
+    /// The detector, an Ultralytics ONNX export (or `--model MODEL.onnx`, as the other verbs take it).
+    #[arg(value_name = "MODEL.onnx", required_unless_present = "model_flag")]
+    pub model: Option<PathBuf>,
+    /// The detector, as the other verbs name it.
+    #[arg(long = "model", id = "model_flag", value_name = "MODEL.onnx", conflicts_with = "model")]
+    pub model_flag: Option<PathBuf>,
     /// Print the report as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -40,7 +43,12 @@ pub struct Args {
 
 /// Loads, inspects and prints.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    let model = Model::load(&args.model)?;
+    let path = args
+        .model
+        .as_ref()
+        .or(args.model_flag.as_ref())
+        .context("give the model: headroom inspect MODEL.onnx (or --model MODEL.onnx)")?;
+    let model = Model::load(path)?;
     let report = inspect(&model)?;
     if !args.check {
         if args.json {

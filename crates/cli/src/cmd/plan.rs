@@ -153,6 +153,19 @@ pub struct Budget {
     pub source: String,
 }
 
+/// `--budget` and `--reserve` where no budget is computed (`train` without `--plan auto`): checked
+/// all the same (a typo is an error, not silence), and a warning says they change nothing.
+pub fn check_unused_sizes(args: &PlanArgs) -> anyhow::Result<()> {
+    let reserve = parse_size(&args.reserve).map_err(|e| anyhow::anyhow!("--reserve {e}"))?;
+    if let Some(text) = args.budget.as_deref().filter(|t| *t != "auto") {
+        parse_size(text).map_err(|e| anyhow::anyhow!("--budget {e}"))?;
+    }
+    if args.budget.is_some() || reserve > 0 {
+        tracing::warn!("--budget and --reserve apply with --plan auto only: this run trains as given");
+    }
+    Ok(())
+}
+
 /// `--budget` and `--reserve` on `device`.
 pub fn budget(args: &PlanArgs, device: &DevicePreset) -> anyhow::Result<Budget> {
     let reserve = parse_size(&args.reserve).map_err(|e| anyhow::anyhow!("--reserve {e}"))?;

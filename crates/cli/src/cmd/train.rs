@@ -179,6 +179,9 @@ pub struct Args {
     /// preset with `distill = true` needs --teacher).
     #[arg(long, value_name = "NAME|FILE", conflicts_with = "resume")]
     pub preset: Option<String>,
+    /// Print the run's results (results.json) on stdout as JSON at the end.
+    #[arg(long)]
+    pub json: bool,
     /// The ids of the flags given on the command line (filled by `main`; a resumed run checks them
     /// against its saved settings).
     #[arg(skip)]
@@ -310,6 +313,8 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             super::train_plan::resolve_device_preset(&mut spec, &args.budget)?;
             if args.plan == PlanMode::Auto {
                 super::train_plan::plan_auto(&mut spec, &args.budget)?;
+            } else {
+                super::plan::check_unused_sizes(&args.budget)?;
             }
             spec.validate()?;
             let dir = headroom_run::folder::new_run_dir(&args.project, args.name.as_deref())?;
@@ -318,16 +323,24 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
     };
     match end {
         RunEnd::Finished(results) => {
-            println!("{}", serde_json::to_string_pretty(&results)?);
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&results)?);
+            }
+            if tracing::enabled!(tracing::Level::INFO) {
+                eprintln!("{}", finished_line(&results));
+            }
             Ok(Outcome::Success)
         }
         RunEnd::AlreadyFinished(results) => {
             eprintln!(
-                "{}: this run has finished its {} epochs; --resume --epochs N (more) extends it",
+                "{}: this run has finished ({} of {} epochs); --resume --epochs N (more) extends it",
                 results["run"].as_str().unwrap_or("the run"),
+                results["epochs_done"].as_u64().unwrap_or(results["epochs"].as_u64().unwrap_or(0)),
                 results["epochs"]
             );
-            println!("{}", serde_json::to_string_pretty(&results)?);
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&results)?);
+            }
             Ok(Outcome::Success)
         }
         RunEnd::Interrupted => {
@@ -339,6 +352,19 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             Ok(Outcome::Interrupted(signal))
         }
     }
+}
+
+/// The end of a run in one line: where its files are and which epoch `best.onnx` is.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+fn finished_line(results: &serde_json::Value) -> String {
+    let run = results["run"].as_str().unwrap_or("the run folder");
+    let best = match (results["best_epoch"].as_u64(), results["best_fitness"].as_f64()) {
+        (Some(epoch), Some(fitness)) => format!("; best.onnx is epoch {epoch} (fitness {fitness:.4})"),
+        _ => String::new(),
+    };
+    let stopped =
+        results["stopped_early"].as_str().map(|w| format!("; stopped early: {w}")).unwrap_or_default();
+    format!("results saved to {run}{best}{stopped}")
 }
 
 #[cfg(not(all(feature = "onnxruntime", feature = "libtorch")))]

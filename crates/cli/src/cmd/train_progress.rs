@@ -32,13 +32,13 @@ impl headroom_run::observer::Observer for TerminalObserver {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         bar.set_message(format!(
-            "{}/{} box {:.3} cls {:.3} dfl {:.3} kd {:.3} peak {:.0} MB",
+            "{}/{} box {:.3} cls {:.3} dfl {:.3}{} peak {:.0} MB",
             self.epoch + 1,
             self.epochs,
             c[0],
             c[1],
             c[2],
-            c[3],
+            kd_part(c[3], 3),
             headroom_run::folder::peak_rss_mb().unwrap_or(0.0)
         ));
     }
@@ -50,19 +50,28 @@ impl headroom_run::observer::Observer for TerminalObserver {
     }
 
     fn epoch_ended(&mut self, r: &headroom_run::observer::EpochReport) {
+        // `-q` leaves warnings and errors only.
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
         let s = &r.stats;
         eprintln!(
-            "epoch {}/{}: loss box {:.4} cls {:.4} dfl {:.4} kd {:.4}, val mAP50 {:.4} mAP50-95 {:.4}{} ({:.1} s)",
+            "epoch {}/{}: loss box {:.4} cls {:.4} dfl {:.4}{}, val mAP50 {:.4} mAP50-95 {:.4}{} ({:.1} s)",
             s.epoch + 1,
             r.epochs,
             s.loss[0],
             s.loss[1],
             s.loss[2],
-            s.kd,
+            kd_part(s.kd, 4),
             r.metrics.map50,
             r.metrics.map50_95,
             if r.best { ", best" } else { "" },
             s.seconds
         );
     }
+}
+
+/// The distillation loss, shown only when distillation is on (it is exactly 0 when off).
+fn kd_part(kd: f64, decimals: usize) -> String {
+    if kd == 0.0 { String::new() } else { format!(" kd {kd:.decimals$}") }
 }

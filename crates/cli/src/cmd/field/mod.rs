@@ -568,7 +568,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                     a.extend(["--reserve".into(), args.reserve.clone()]);
                     a.extend(["--project".into(), path(&ctx.run), "--name".into(), "train".into()]);
                 }
-                a.extend(["--threads".into(), threads.clone()]);
+                a.extend(["--threads".into(), threads.clone(), "--json".into()]);
                 let outcome =
                     ctx.child("train", &a, &ctx.run.join("train.json"), &train_dir.join("config.toml"))?;
                 if outcome.is_none() {

@@ -88,19 +88,10 @@ impl RunState {
 
 /// The current UTC time as `YYYYMMDDTHHMMSSZ`.
 pub fn utc_id() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+    // `2026-12-02 06:30:00 UTC` → `20261202T063000Z`
+    let text = headroom_core::fsio::utc_now();
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    format!("{}T{}Z", &digits[..8], &digits[8..14])
 }
 
 /// The unfinished run, or a new one: a finished run is archived to `history/<id>`, an unfinished one

@@ -1,0 +1,107 @@
+//! What a user sees (issue 21, first part): a 2-epoch run in a pipe prints one line per epoch, no
+//! library readiness lines, no distillation column with distillation off, and "results saved to";
+//! JSON on stdout only with --json; -q leaves warnings and errors only. `inspect --model` works as
+//! the other verbs take the model; a size flag is parsed whenever it is given.
+
+mod common;
+
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod with_libraries {
+    use crate::common::{demo_model, headroom, s, synth_field};
+
+    fn stderr(out: &std::process::Output) -> String {
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    #[test]
+    fn a_two_epoch_run_prints_one_line_per_epoch_and_where_its_results_are() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth_field(dir.path(), 6, 2);
+        let project = dir.path().join("runs");
+        let model = demo_model();
+        let train = |name: &str, extra: &[&str]| {
+            let mut args = vec![
+                "train",
+                "--model",
+                s(&model),
+                "--data",
+                s(&data),
+                "--epochs",
+                "2",
+                "--nbs",
+                "2",
+                "--threads",
+                "1",
+                "--project",
+                s(&project),
+                "--name",
+                name,
+            ];
+            args.extend_from_slice(extra);
+            headroom(&args)
+        };
+        let out = train("plain", &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stderr(&out);
+        assert!(
+            out.stdout.is_empty(),
+            "nothing on stdout without --json: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        for epoch in ["epoch 1/2:", "epoch 2/2:"] {
+            assert_eq!(text.matches(epoch).count(), 1, "`{epoch}` once in:\n{text}");
+        }
+        assert!(!text.contains("session ready") && !text.contains("detector ready"), "{text}");
+        assert!(!text.contains(" kd "), "no distillation column with distillation off:\n{text}");
+        assert!(!text.contains("epoch 1 time"), "{text}");
+        let saved = text.lines().last().unwrap_or_default();
+        assert!(saved.starts_with("results saved to ") && saved.contains("best.onnx is epoch"), "{text}");
+
+        let out = train("json", &["--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let results: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("--json: results on stdout");
+        assert_eq!(results["epochs_done"], 2, "{results}");
+
+        let out = headroom(&[
+            "-q",
+            "train",
+            "--model",
+            s(&demo_model()),
+            "--data",
+            s(&data),
+            "--epochs",
+            "1",
+            "--nbs",
+            "2",
+            "--threads",
+            "1",
+            "--project",
+            s(&project),
+            "--name",
+            "quiet",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stderr(&out).trim().is_empty(), "-q: warnings and errors only, got:\n{}", stderr(&out));
+    }
+
+    #[test]
+    fn inspect_takes_the_model_as_every_verb_does_and_sizes_are_always_parsed() {
+        let model = demo_model();
+        let positional = headroom(&["inspect", s(&model), "--json"]);
+        let flag = headroom(&["inspect", "--model", s(&model), "--json"]);
+        assert!(positional.status.success() && flag.status.success(), "{}", stderr(&flag));
+        assert_eq!(positional.stdout, flag.stdout);
+        let neither = headroom(&["inspect"]);
+        assert_eq!(neither.status.code(), Some(2), "{}", stderr(&neither));
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth_field(dir.path(), 2, 1);
+        for (flag, value) in [("--budget", "lots"), ("--reserve", "12 parsecs")] {
+            let out =
+                headroom(&["train", "--model", s(&model), "--data", s(&data), flag, value, "--epochs", "1"]);
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", stderr(&out));
+            assert!(stderr(&out).contains(flag), "{flag}: {}", stderr(&out));
+        }
+    }
+}
