@@ -53,7 +53,7 @@ fn disable_onnxruntime_telemetry() {
     unsafe { std::env::set_var("ORT_DISABLE_TELEMETRY", "1") };
 }
 
-/// Logs go to stderr; `RUST_LOG` overrides the level chosen by `-v`/`-q`.
+/// Logs go to stderr, timestamped with `-v`; `RUST_LOG` overrides the level chosen by `-v`/`-q`.
 fn init_logging(verbose: u8, quiet: bool) {
     let level = match (quiet, verbose) {
         (true, _) => "warn",
@@ -63,10 +63,16 @@ fn init_logging(verbose: u8, quiet: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(cmd::progress::LogWriter)
         .with_ansi(cmd::progress::colour_on_stderr())
-        .with_target(false)
-        .init();
+        .with_target(false);
+    // Timestamps only with -v: a terminal reads better without them, and run folders keep their
+    // own logs (run.log, results.json) with times.
+    if verbose == 0 {
+        builder.without_time().init();
+    } else {
+        builder.init();
+    }
 }

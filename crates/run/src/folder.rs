@@ -78,7 +78,32 @@ pub fn truncate_metrics(dir: &Path, epochs: usize) -> Result<()> {
     let path = dir.join(METRICS_FILE);
     let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
     let kept: Vec<&str> = text.lines().take(epochs + 1).collect();
-    headroom_core::fsio::write_atomic(&path, (kept.join("\n") + "\n").as_bytes())?;
+    let text = kept.join("\n") + "\n";
+    headroom_core::fsio::write_atomic(&path, text.as_bytes())?;
+    write_results_csv(dir, &text)
+}
+
+/// `results.csv` with Ultralytics' column names, made from `metrics.csv` (so the two always agree):
+/// `time` is the training seconds so far; `val/*_loss` are empty (headroom validates in ONNX
+/// Runtime, which computes no loss); `lr/pg0..2` all hold the learning rate of the weights.
+pub const RESULTS_CSV_HEADER: &str = "epoch,time,train/box_loss,train/cls_loss,train/dfl_loss,metrics/precision(B),\
+metrics/recall(B),metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss,val/dfl_loss,lr/pg0,lr/pg1,lr/pg2\n";
+
+fn write_results_csv(dir: &Path, metrics: &str) -> Result<()> {
+    let mut out = RESULTS_CSV_HEADER.to_string();
+    let mut time = 0.0;
+    for line in metrics.lines().skip(1) {
+        let c: Vec<&str> = line.split(',').collect();
+        if c.len() < 14 {
+            continue;
+        }
+        time += c[7].parse::<f64>().unwrap_or(0.0);
+        out.push_str(&format!(
+            "{},{time:.2},{},{},{},{},{},{},{},,,,{},{},{}\n",
+            c[0], c[1], c[2], c[3], c[9], c[10], c[11], c[12], c[5], c[5], c[5]
+        ));
+    }
+    headroom_core::fsio::write_atomic(&dir.join("results.csv"), out.as_bytes())?;
     Ok(())
 }
 
@@ -146,6 +171,7 @@ pub fn append_metrics(dir: &Path, stats: &EpochStats, m: &Metrics, peak_rss_mb: 
         m.fitness
     ));
     headroom_core::fsio::write_atomic(&path, text.as_bytes())?;
+    write_results_csv(dir, &text)?;
     Ok(text)
 }
 
@@ -219,10 +245,22 @@ mod tests {
             append_metrics(dir.path(), &EpochStats { epoch, ..stats.clone() }, &m, 100.0).expect("append");
         }
         assert_eq!(read_best(dir.path()), Some(0.7));
+        let results = std::fs::read_to_string(dir.path().join("results.csv")).expect("results.csv");
+        assert_eq!(results.lines().count(), 4, "{results}");
+        // Ultralytics' names, the time summed, the val losses empty, one lr per parameter group.
+        assert_eq!(
+            results.lines().nth(3),
+            Some(
+                "3,3.00,1.000000,2.000000,3.000000,0.500000,0.500000,0.500000,0.600000,,,,1.000000e-3,1.000000e-3,1.000000e-3"
+            )
+        );
+        assert!(results.starts_with("epoch,time,train/box_loss,") && results.contains("metrics/mAP50-95(B)"));
         truncate_metrics(dir.path(), 1).expect("truncate");
         assert_eq!(read_best(dir.path()), Some(0.5));
         let text = std::fs::read_to_string(dir.path().join(METRICS_FILE)).expect("read");
         assert_eq!(text.lines().count(), 2);
+        let results = std::fs::read_to_string(dir.path().join("results.csv")).expect("results.csv");
+        assert_eq!(results.lines().count(), 2, "results.csv follows metrics.csv: {results}");
     }
 
     #[test]

@@ -16,7 +16,13 @@ fn bars() -> &'static MultiProgress {
 /// stderr is not a terminal (logs and CI stay clean). End it with [`end`].
 pub fn bar(len: u64, label: &str) -> ProgressBar {
     let bar = bars().add(ProgressBar::new(len));
-    let style = ProgressStyle::with_template("{msg:>8} {bar:30} {pos}/{len} {per_sec:.1} eta {eta}")
+    // indicatif's own `{per_sec}` prints four decimals (`7.4317/s`): one is enough.
+    let style = ProgressStyle::with_template("{msg:>8} {bar:30} {pos}/{len} {rate} eta {eta}")
+        .map(|style| {
+            style.with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.1}/s", state.per_sec());
+            })
+        })
         .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     bar.set_message(label.to_string());
