@@ -54,6 +54,11 @@ mod with_libraries {
         assert!(!text.contains("session ready") && !text.contains("detector ready"), "{text}");
         assert!(!text.contains(" kd "), "no distillation column with distillation off:\n{text}");
         assert!(!text.contains("epoch 1 time"), "{text}");
+        // Ultralytics' end of a run: best.onnx validated, per class.
+        assert!(text.contains("Class") && text.contains("mAP50-95"), "{text}");
+        for class in ["all", "circle", "square", "triangle"] {
+            assert!(text.lines().any(|l| l.trim_start().starts_with(class)), "row `{class}` in:\n{text}");
+        }
         let saved = text.lines().last().unwrap_or_default();
         assert!(saved.starts_with("results saved to ") && saved.contains("best.onnx is epoch"), "{text}");
 

@@ -203,17 +203,23 @@ fn evaluate(
 
 /// Prints the table Ultralytics prints after `val`.
 fn print_table(report: &EvalReport) {
-    let m = &report.metrics;
-    println!(
-        "{:>22}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}",
+    print!("{}", table(&report.metrics, &report.names));
+}
+
+/// The table Ultralytics prints after `val`: all classes, then one row per class with ground truth.
+pub(super) fn table(m: &headroom_core::metrics::Metrics, names: &[String]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "{:>22}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
         "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95"
     );
-    let row = |name: &str, images: usize, instances: usize, p: f64, r: f64, a50: f64, a: f64| {
-        println!("{name:>22}{images:>11}{instances:>11}{p:>11.3}{r:>11.3}{a50:>11.3}{a:>11.3}");
+    let mut row = |name: &str, images: usize, instances: usize, p: f64, r: f64, a50: f64, a: f64| {
+        let _ = writeln!(out, "{name:>22}{images:>11}{instances:>11}{p:>11.3}{r:>11.3}{a50:>11.3}{a:>11.3}");
     };
     row("all", m.images, m.instances, m.precision, m.recall, m.map50, m.map50_95);
     for c in &m.per_class {
-        let name = report.names.get(c.class).map(String::as_str).unwrap_or("?");
+        let name = names.get(c.class).map(String::as_str).unwrap_or("?");
         row(name, c.images, c.instances, c.precision, c.recall, c.ap50, c.ap50_95);
     }
+    out
 }

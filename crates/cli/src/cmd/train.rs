@@ -327,6 +327,11 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
                 println!("{}", serde_json::to_string_pretty(&results)?);
             }
             if tracing::enabled!(tracing::Level::INFO) {
+                // As Ultralytics ends a run: best.onnx validated, per class.
+                match best_table(&results, args.threads) {
+                    Ok(table) => eprint!("{table}"),
+                    Err(e) => tracing::warn!("validating best.onnx for the summary table: {e:#}"),
+                }
                 eprintln!("{}", finished_line(&results));
             }
             Ok(Outcome::Success)
@@ -352,6 +357,24 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             Ok(Outcome::Interrupted(signal))
         }
     }
+}
+
+/// `best.onnx` of a finished run on its val split, per class (the table of `headroom eval`).
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+fn best_table(results: &serde_json::Value, threads: usize) -> anyhow::Result<String> {
+    use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
+    let dir = PathBuf::from(results["run"].as_str().unwrap_or_default());
+    let spec = headroom_run::spec::RunSpec::load(&dir)?;
+    if spec.remap.is_some() {
+        // The dataset's classes are not the model's: metrics.csv has the run's own validation.
+        return Ok(String::new());
+    }
+    let config = DataConfig::load(&spec.data)?;
+    let split = load_split(&config, Split::Val, LoadOptions { strict: false })?;
+    let options = headroom_infer::provider::SessionOptions { intra_threads: threads, ..Default::default() };
+    let mut detector = headroom_infer::detector::Detector::open(&dir.join("best.onnx"), &options)?;
+    let metrics = headroom_infer::eval::val_metrics(&mut detector, &split.images, &config.names)?;
+    Ok(super::eval::table(&metrics, &config.names))
 }
 
 /// The end of a run in one line: where its files are and which epoch `best.onnx` is.
