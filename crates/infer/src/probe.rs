@@ -3,7 +3,10 @@
 //! well as on the outputs).
 
 use headroom_onnx::Model;
-use headroom_onnx::proto::{TypeProto, ValueInfoProto, tensor_proto::DataType, type_proto};
+use headroom_onnx::proto::{
+    AttributeProto, NodeProto, TypeProto, ValueInfoProto, attribute_proto::AttributeType,
+    tensor_proto::DataType, type_proto,
+};
 use ort::value::TensorRef;
 use prost::Message;
 
@@ -23,7 +26,8 @@ pub struct Probed {
 }
 
 /// Runs `model` on one float input (`shape`, `values`) and returns `tensors` (graph outputs or any
-/// intermediate float tensor, which is added to the graph's outputs for this run).
+/// intermediate tensor of a float type, which is cast to float32 and added to the graph's outputs
+/// for this run: an FP16 export's intermediate tensors are float16).
 pub fn run_tensors(
     model: &Model,
     shape: &[usize],
@@ -36,10 +40,30 @@ pub fn run_tensors(
         path: model.path.clone(),
         reason: "the model has no graph".into(),
     })?;
+    let mut read_as = Vec::with_capacity(tensors.len());
     for name in tensors {
-        if !graph.output.iter().any(|o| o.name() == name) {
+        if graph.output.iter().any(|o| o.name() == name) {
+            read_as.push(name.clone());
+        } else {
+            // A Cast to float32 (a no-op on a float32 tensor) makes the probe independent of the
+            // tensor's own float type.
+            let probe = format!("{name}__headroom_probe_f32");
+            graph.node.push(NodeProto {
+                input: vec![name.clone()],
+                output: vec![probe.clone()],
+                name: Some(probe.clone()),
+                op_type: Some("Cast".into()),
+                attribute: vec![AttributeProto {
+                    name: Some("to".into()),
+                    r#type: Some(AttributeType::Int as i32),
+                    i: Some(DataType::Float as i64),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            read_as.push(probe.clone());
             graph.output.push(ValueInfoProto {
-                name: Some(name.clone()),
+                name: Some(probe),
                 r#type: Some(TypeProto {
                     value: Some(type_proto::Value::TensorType(type_proto::Tensor {
                         elem_type: Some(DataType::Float as i32),
@@ -59,8 +83,9 @@ pub fn run_tensors(
     let outputs = session.run(ort::inputs![input_name.as_str() => input]).map_err(err)?;
     tensors
         .iter()
-        .map(|name| {
-            let value = outputs.get(name.as_str()).ok_or_else(|| Error::Session {
+        .zip(&read_as)
+        .map(|(name, read)| {
+            let value = outputs.get(read.as_str()).ok_or_else(|| Error::Session {
                 path: model.path.clone(),
                 reason: format!("ONNX Runtime returned no tensor `{name}`"),
             })?;

@@ -24,8 +24,32 @@ impl std::fmt::Display for UnsupportedOp {
     }
 }
 
+/// The unsupported operators in a line or two: counted by type, the first node of each named, and
+/// what to do when they are an INT8 export's Q/DQ pairs.
 fn list(ops: &[UnsupportedOp]) -> String {
-    ops.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    let mut kinds: Vec<(String, usize, &str)> = Vec::new();
+    for op in ops {
+        let kind = match op.domain.as_str() {
+            "" | "ai.onnx" => op.op_type.clone(),
+            domain => format!("{domain}::{}", op.op_type),
+        };
+        match kinds.iter_mut().find(|(k, _, _)| *k == kind) {
+            Some((_, n, _)) => *n += 1,
+            None => kinds.push((kind, 1, op.node.as_str())),
+        }
+    }
+    let mut text = kinds
+        .iter()
+        .map(|(kind, n, first)| format!("{n} {kind} (first: node `{first}`)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if kinds.iter().all(|(k, _, _)| k == "QuantizeLinear" || k == "DequantizeLinear") {
+        text.push_str(
+            ": this is an INT8 (Q/DQ) export; give the FP32 file it came from (`headroom export` writes \
+             M.int8.onnx beside M.onnx), or run this one with `headroom eval`",
+        );
+    }
+    text
 }
 
 /// Everything that can go wrong reading an ONNX model.

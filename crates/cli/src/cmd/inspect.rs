@@ -24,7 +24,8 @@ pub struct Args {
     pub json: bool,
     /// Also run the model through ONNX Runtime and through headroom's libtorch executor on the same
     /// input and compare the outputs and the raw head tensors (largest relative difference must be
-    /// at most 1e-4): tells whether headroom can train this model. Exit code 1 when it fails.
+    /// at most 1e-4; 1e-2 for an FP16 export): tells whether headroom can train this model. Exit code 1
+    /// when it fails.
     #[arg(long)]
     pub check: bool,
     /// Image for `--check` (letterboxed to the input size); default: a synthetic scene.
