@@ -133,6 +133,15 @@ mod with_libraries {
         let fp16 = out_dir.join("yolov8n-shapes-160.fp16.onnx");
         let check = headroom(&["inspect", s(&fp16), "--check"]);
         assert!(check.status.success(), "{}{}", String::from_utf8_lossy(&check.stdout), stderr(&check));
+        // The FP16 one cannot be trained or planned: the message names the file to train.
+        for args in [
+            vec!["train", "--model", s(&fp16), "--data", s(&data)],
+            vec!["plan", "--model", s(&fp16), "--device", "x86-cpu"],
+        ] {
+            let out = headroom(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains("its weights are float16"), "{args:?}: {}", stderr(&out));
+        }
         // The INT8 one cannot be trained or inspected: one short line says what it is and what to use.
         let int8 = out_dir.join("yolov8n-shapes-160.int8.onnx");
         for args in [vec!["inspect", s(&int8)], vec!["train", "--model", s(&int8), "--data", s(&data)]] {

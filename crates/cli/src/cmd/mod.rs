@@ -77,6 +77,7 @@ pub enum Outcome {
     /// Stopped cleanly by this signal (exit code 128 + signal).
     Interrupted(i32),
     /// Another run holds the lock (exit code 3).
+    #[cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(dead_code))]
     Busy,
 }
 

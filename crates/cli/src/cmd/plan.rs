@@ -98,6 +98,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let trainable: Trainable =
         args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?;
     let model = headroom_onnx::Model::load(&args.model)?;
+    #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+    super::train::refuse_fp16(&args.model, &model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
     let device = resolve_device(&args.device, args.plan.devices.as_deref())?;
     let budget = budget(&args.plan, &device)?;
@@ -155,6 +157,7 @@ pub struct Budget {
 
 /// `--budget` and `--reserve` where no budget is computed (`train` without `--plan auto`): checked
 /// all the same (a typo is an error, not silence), and a warning says they change nothing.
+#[cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(dead_code))]
 pub fn check_unused_sizes(args: &PlanArgs) -> anyhow::Result<()> {
     let reserve = parse_size(&args.reserve).map_err(|e| anyhow::anyhow!("--reserve {e}"))?;
     if let Some(text) = args.budget.as_deref().filter(|t| *t != "auto") {

@@ -310,6 +310,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
         }
         None => {
             let mut spec = super::train_spec::spec_from_args(args, None)?;
+            refuse_fp16(&spec.model, &headroom_onnx::Model::load(&spec.model)?)?;
             super::train_plan::resolve_device_preset(&mut spec, &args.budget)?;
             if args.plan == PlanMode::Auto {
                 super::train_plan::plan_auto(&mut spec, &args.budget)?;
@@ -357,6 +358,19 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             Ok(Outcome::Interrupted(signal))
         }
     }
+}
+
+/// A model with float16 weights (headroom's FP16 export) cannot be trained: say which file to train.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+pub(super) fn refuse_fp16(path: &Path, model: &headroom_onnx::Model) -> anyhow::Result<()> {
+    let fp16 = model.graph.initializers.values().any(|t| matches!(t.data, headroom_onnx::TensorData::F16(_)));
+    anyhow::ensure!(
+        !fp16,
+        "{}: its weights are float16 (an FP16 export): train the FP32 file it came from (`headroom export` \
+         writes M.fp16.onnx beside M.onnx), then export FP16 again",
+        path.display()
+    );
+    Ok(())
 }
 
 /// `best.onnx` of a finished run on its val split, per class (the table of `headroom eval`).
