@@ -131,7 +131,7 @@ pub enum LabelProblem {
         text: String,
     },
     /// The class id is not an integer in `0..nc`.
-    #[error("class `{text}` is not an integer in 0..{nc} (data.yaml names {nc} classes)")]
+    #[error("class `{text}` is not a class id of this dataset: data.yaml names {nc} classes, ids 0 to {}", nc.saturating_sub(1))]
     ClassOutOfRange {
         /// The class field as written.
         text: String,
