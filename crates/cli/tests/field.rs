@@ -11,7 +11,7 @@ mod with_libraries {
     use std::path::{Path, PathBuf};
     use std::process::Output;
 
-    use crate::common::{demo_model, headroom, headroom_command, repo_root, s};
+    use crate::common::{demo_model, headroom, headroom_command, output_text as text, repo_root, s};
 
     fn sha(path: &Path) -> String {
         use sha2::Digest as _;
@@ -112,10 +112,6 @@ mod with_libraries {
             command.env(k, v);
         }
         command.output().expect("headroom runs")
-    }
-
-    fn text(out: &Output) -> String {
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
     }
 
     fn work(scene: &Scene) -> PathBuf {

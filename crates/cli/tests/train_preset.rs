@@ -5,11 +5,7 @@ mod common;
 
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod with_libraries {
-    use crate::common::{demo_model, headroom, s, synth_field};
-
-    fn text(out: &std::process::Output) -> String {
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    }
+    use crate::common::{demo_model, headroom, output_text as text, s, synth_field};
 
     #[test]
     fn a_preset_sets_what_the_command_line_left_unset() {

@@ -91,7 +91,7 @@ mod with_libraries {
         // A finished run says so and exits 0; `--resume RUN_DIR --epochs 2` alone extends it, as neck+head.
         let done = headroom(&["train", "--resume", s(&run_dir)]);
         assert!(
-            done.status.success() && stderr(&done).contains("has finished its 1 epochs"),
+            done.status.success() && stderr(&done).contains("has finished (1 of 1 epochs)"),
             "{}",
             stderr(&done)
         );

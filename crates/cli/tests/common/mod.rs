@@ -22,6 +22,12 @@ pub fn headroom(args: &[&str]) -> Output {
     headroom_command().args(args).output().expect("the headroom binary runs")
 }
 
+/// Everything a command printed, stdout then stderr (for assertion messages and searches).
+#[allow(dead_code)]
+pub fn output_text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
 /// The repository root.
 #[allow(dead_code)]
 pub fn repo_root() -> PathBuf {
