@@ -91,6 +91,40 @@ mod with_libraries {
     }
 
     #[test]
+    fn labels_without_objects_are_warned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth_field(dir.path(), 3, 1);
+        let root = data.parent().expect("dataset");
+        for split in ["train", "val"] {
+            for entry in std::fs::read_dir(root.join("labels").join(split)).expect("labels") {
+                std::fs::write(entry.expect("entry").path(), "").expect("empty the label file");
+            }
+        }
+        let project = dir.path().join("runs");
+        let out = headroom(&[
+            "train",
+            "--model",
+            s(&demo_model()),
+            "--data",
+            s(&data),
+            "--epochs",
+            "1",
+            "--nbs",
+            "2",
+            "--threads",
+            "1",
+            "--project",
+            s(&project),
+            "--name",
+            "empty",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stderr(&out);
+        assert!(text.contains("training images hold no object"), "{text}");
+        assert!(text.contains("val images hold no object"), "{text}");
+    }
+
+    #[test]
     fn inspect_takes_the_model_as_every_verb_does_and_sizes_are_always_parsed() {
         let model = demo_model();
         let positional = headroom(&["inspect", s(&model), "--json"]);

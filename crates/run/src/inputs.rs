@@ -81,6 +81,7 @@ impl Inputs {
             }
             None => Vec::new(),
         };
+        warn_if_empty(&spec.data, &train, &val);
         Ok(Inputs { data, train, val, soft, replay })
     }
 
@@ -97,6 +98,27 @@ impl Inputs {
         let start = (seed as usize).wrapping_mul(31).wrapping_add(epoch.wrapping_mul(wanted.max(1)));
         images.extend((0..wanted).map(|i| self.replay[(start + i) % self.replay.len()].clone()));
         images
+    }
+}
+
+/// Training on labels with no object teaches the model to see nothing, and a val split with no
+/// object measures nothing (every mAP 0, so `best.onnx` is the first epoch): both are warned.
+fn warn_if_empty(data: &Path, train: &[ImageRecord], val: &[ImageRecord]) {
+    let objects = |images: &[ImageRecord]| images.iter().map(|r| r.labels.len()).sum::<usize>();
+    if objects(train) == 0 {
+        tracing::warn!(
+            "{}: the {} training images hold no object in their labels: training on them teaches the model \
+             to find nothing (check the label files, or the teacher's --conf in `headroom label`)",
+            data.display(),
+            train.len()
+        );
+    }
+    if !val.is_empty() && objects(val) == 0 {
+        tracing::warn!(
+            "{}: the {} val images hold no object: every mAP will be 0 and best.onnx the first epoch",
+            data.display(),
+            val.len()
+        );
     }
 }
 
