@@ -7,10 +7,45 @@ mod common;
 
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod with_libraries {
+    use std::path::Path;
+
     use crate::common::{demo_model, headroom, s, synth_field};
 
     fn stderr(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// A short training run of the demo model on `data` into `project/name`; `quiet` puts `-q`
+    /// before the verb, `extra` flags go after it.
+    fn train(
+        data: &Path,
+        project: &Path,
+        name: &str,
+        epochs: &str,
+        quiet: bool,
+        extra: &[&str],
+    ) -> std::process::Output {
+        let model = demo_model();
+        let mut args = if quiet { vec!["-q"] } else { Vec::new() };
+        args.extend([
+            "train",
+            "--model",
+            s(&model),
+            "--data",
+            s(data),
+            "--epochs",
+            epochs,
+            "--nbs",
+            "2",
+            "--threads",
+            "1",
+            "--project",
+            s(project),
+            "--name",
+            name,
+        ]);
+        args.extend_from_slice(extra);
+        headroom(&args)
     }
 
     #[test]
@@ -18,29 +53,7 @@ mod with_libraries {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = synth_field(dir.path(), 6, 2);
         let project = dir.path().join("runs");
-        let model = demo_model();
-        let train = |name: &str, extra: &[&str]| {
-            let mut args = vec![
-                "train",
-                "--model",
-                s(&model),
-                "--data",
-                s(&data),
-                "--epochs",
-                "2",
-                "--nbs",
-                "2",
-                "--threads",
-                "1",
-                "--project",
-                s(&project),
-                "--name",
-                name,
-            ];
-            args.extend_from_slice(extra);
-            headroom(&args)
-        };
-        let out = train("plain", &[]);
+        let out = train(&data, &project, "plain", "2", false, &[]);
         assert!(out.status.success(), "{}", stderr(&out));
         let text = stderr(&out);
         assert!(
@@ -62,30 +75,13 @@ mod with_libraries {
         let saved = text.lines().last().unwrap_or_default();
         assert!(saved.starts_with("results saved to ") && saved.contains("best.onnx is epoch"), "{text}");
 
-        let out = train("json", &["--json"]);
+        let out = train(&data, &project, "json", "2", false, &["--json"]);
         assert!(out.status.success(), "{}", stderr(&out));
         let results: serde_json::Value =
             serde_json::from_slice(&out.stdout).expect("--json: results on stdout");
         assert_eq!(results["epochs_done"], 2, "{results}");
 
-        let out = headroom(&[
-            "-q",
-            "train",
-            "--model",
-            s(&demo_model()),
-            "--data",
-            s(&data),
-            "--epochs",
-            "1",
-            "--nbs",
-            "2",
-            "--threads",
-            "1",
-            "--project",
-            s(&project),
-            "--name",
-            "quiet",
-        ]);
+        let out = train(&data, &project, "quiet", "1", true, &[]);
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(stderr(&out).trim().is_empty(), "-q: warnings and errors only, got:\n{}", stderr(&out));
     }
@@ -101,23 +97,7 @@ mod with_libraries {
             }
         }
         let project = dir.path().join("runs");
-        let out = headroom(&[
-            "train",
-            "--model",
-            s(&demo_model()),
-            "--data",
-            s(&data),
-            "--epochs",
-            "1",
-            "--nbs",
-            "2",
-            "--threads",
-            "1",
-            "--project",
-            s(&project),
-            "--name",
-            "empty",
-        ]);
+        let out = train(&data, &project, "empty", "1", false, &[]);
         assert!(out.status.success(), "{}", stderr(&out));
         let text = stderr(&out);
         assert!(text.contains("training images hold no object"), "{text}");

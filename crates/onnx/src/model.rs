@@ -75,6 +75,12 @@ impl Model {
         Ok(Model { path: path.to_path_buf(), proto, opset, graph, metadata, metadata_props })
     }
 
+    /// Whether the weights are float16 (headroom's FP16 export): such a file can be run and checked
+    /// but not trained.
+    pub fn has_float16_weights(&self) -> bool {
+        self.graph.initializers.values().any(|t| matches!(t.data, crate::TensorData::F16(_)))
+    }
+
     /// The graph with shapes inferred for concrete values of the symbolic input dims
     /// (`{"height": 640, "width": 640, "batch": 1}`).
     pub fn graph_with_dims(&self, dims: &HashMap<String, i64>) -> Result<Graph> {

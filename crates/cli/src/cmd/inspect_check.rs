@@ -23,8 +23,7 @@ pub const TOLERANCE_FP16: f64 = 1e-2;
 
 /// The tolerance for `model`: [`TOLERANCE_FP16`] when it holds float16 weights.
 fn tolerance_for(model: &Model) -> f64 {
-    let fp16 = model.graph.initializers.values().any(|t| matches!(t.data, headroom_onnx::TensorData::F16(_)));
-    if fp16 { TOLERANCE_FP16 } else { TOLERANCE }
+    if model.has_float16_weights() { TOLERANCE_FP16 } else { TOLERANCE }
 }
 
 /// Options of the check.

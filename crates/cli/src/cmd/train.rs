@@ -363,9 +363,8 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
 /// A model with float16 weights (headroom's FP16 export) cannot be trained: say which file to train.
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 pub(super) fn refuse_fp16(path: &Path, model: &headroom_onnx::Model) -> anyhow::Result<()> {
-    let fp16 = model.graph.initializers.values().any(|t| matches!(t.data, headroom_onnx::TensorData::F16(_)));
     anyhow::ensure!(
-        !fp16,
+        !model.has_float16_weights(),
         "{}: its weights are float16 (an FP16 export): train the FP32 file it came from (`headroom export` \
          writes M.fp16.onnx beside M.onnx), then export FP16 again",
         path.display()

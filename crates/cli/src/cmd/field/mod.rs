@@ -427,26 +427,28 @@ fn check_inputs(args: &RunArgs) -> anyhow::Result<Inputs> {
             data.display(),
             config.names
         );
-        report::check_labelled(&config, flag)?;
+        let split = report::check_labelled(&config, flag)?;
+        if flag == "--holdout" {
+            warn_if_holdout_is_trained_on(&images, &holdout, &split.images);
+        }
     }
-    warn_if_holdout_is_trained_on(&images, &holdout);
     Ok(Inputs { images, teacher, deployed, holdout, old, names })
 }
 
 /// A holdout whose images sit in the folder of new images is trained on: its gain is not a
-/// measurement. Warned, not refused (the gate still runs); errors here surface in the gate.
-fn warn_if_holdout_is_trained_on(images: &Path, holdout: &Path) {
-    use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
+/// measurement. Warned, not refused (the gate still runs).
+fn warn_if_holdout_is_trained_on(
+    images: &Path,
+    holdout: &Path,
+    held: &[headroom_core::dataset::ImageRecord],
+) {
     let Ok(images) = images.canonicalize() else { return };
-    let Ok(config) = DataConfig::load(holdout) else { return };
-    let Ok(split) = load_split(&config, Split::Val, LoadOptions { strict: false }) else { return };
-    let inside =
-        split.images.iter().filter(|r| r.image.canonicalize().is_ok_and(|p| p.starts_with(&images))).count();
+    let inside = held.iter().filter(|r| r.image.canonicalize().is_ok_and(|p| p.starts_with(&images))).count();
     if inside > 0 {
         tracing::warn!(
             "{inside} of the {} holdout images ({}) are in --images {}: they are labelled and trained on, so \
              the gate measures on training images; keep the holdout outside the folder of new images",
-            split.images.len(),
+            held.len(),
             holdout.display(),
             images.display()
         );

@@ -21,12 +21,17 @@ pub fn evaluate_gate(
     settings: &GateSettings,
     session: &SessionOptions,
 ) -> anyhow::Result<GateReport> {
-    let evaluate = |data: &Path, flag: &str| -> anyhow::Result<[headroom_infer::eval::EvalReport; 2]> {
-        let config = DataConfig::load(data)?;
-        let split = check_labelled(&config, flag)?;
-        let mut reports = Vec::new();
-        for model in [candidate, base] {
-            let mut detector = headroom_infer::detector::Detector::open(model, session)?;
+    // Each model is opened once and evaluated on every set.
+    let sets: Vec<(&Path, &str)> =
+        std::iter::once((holdout, "--holdout")).chain(old.map(|o| (o, "--old"))).collect();
+    let splits = sets
+        .iter()
+        .map(|(data, flag)| check_labelled(&DataConfig::load(data)?, flag))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut reports: Vec<Vec<headroom_infer::eval::EvalReport>> = vec![Vec::new(); 2];
+    for (m, model) in [candidate, base].into_iter().enumerate() {
+        let mut detector = headroom_infer::detector::Detector::open(model, session)?;
+        for ((data, flag), split) in sets.iter().zip(&splits) {
             let report = headroom_infer::eval::evaluate(
                 &mut detector,
                 &split.images,
@@ -36,20 +41,14 @@ pub fn evaluate_gate(
                 |_| {},
             )
             .with_context(|| format!("evaluating {} on {flag} {}", model.display(), data.display()))?;
-            reports.push(report);
+            reports[m].push(report);
         }
-        let [c, b]: [headroom_infer::eval::EvalReport; 2] =
-            reports.try_into().map_err(|_| anyhow::anyhow!("two reports"))?;
-        Ok([c, b])
-    };
-    let [hc, hb] = evaluate(holdout, "--holdout")?;
+    }
+    let (hc, hb) = (&reports[0][0], &reports[1][0]);
     let difference = gate::bootstrap(&hc.stats, &hb.stats, names.len(), settings)?;
     let holdout_pair = Pair { data: holdout, candidate: &hc.metrics, deployed: &hb.metrics };
-    let old_reports = old.map(|o| evaluate(o, "--old")).transpose()?;
-    let old_pair = match (&old_reports, old) {
-        (Some([oc, ob]), Some(data)) => Some(Pair { data, candidate: &oc.metrics, deployed: &ob.metrics }),
-        _ => None,
-    };
+    let old_pair =
+        old.map(|data| Pair { data, candidate: &reports[0][1].metrics, deployed: &reports[1][1].metrics });
     Ok(gate::decide(settings, &holdout_pair, difference, old_pair.as_ref(), names))
 }
 
