@@ -2,7 +2,7 @@
 //! prints a line per epoch); the library prints nothing.
 
 use headroom_core::metrics::Metrics;
-use headroom_train::state::EpochStats;
+use headroom_train::state::{EpochStats, PassReport};
 
 /// What an epoch ended with.
 #[derive(Debug, Clone)]
@@ -25,8 +25,8 @@ pub trait Observer {
     fn cached(&mut self, _ok: bool) {}
     /// Epoch `epoch` (0-based) of `epochs` starts.
     fn epoch_started(&mut self, _epoch: usize, _epochs: usize) {}
-    /// A pass ended: `done` of `total` passes of the epoch; loss components box, cls, dfl, kd.
-    fn pass(&mut self, _done: usize, _total: usize, _components: [f64; 4]) {}
+    /// A pass of the epoch ended.
+    fn pass(&mut self, _report: &PassReport) {}
     /// The epoch's training ended (`ok`: without an error), before validation.
     fn epoch_trained(&mut self, _ok: bool) {}
     /// The epoch ended: validated, files written.

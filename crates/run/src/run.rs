@@ -354,7 +354,7 @@ fn train_epochs(
         let stats = {
             let observer = RefCell::new(&mut *observer);
             let stats =
-                trainer.train_epoch(&images, &|done, total, c| observer.borrow_mut().pass(done, total, c));
+                trainer.train_epoch(&images, &|report| observer.borrow_mut().pass(report));
             observer.borrow_mut().epoch_trained(stats.is_ok());
             stats
         };

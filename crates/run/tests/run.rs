@@ -56,7 +56,7 @@ struct StopAfter {
 }
 
 impl Observer for StopAfter {
-    fn pass(&mut self, _done: usize, _total: usize, _components: [f64; 4]) {
+    fn pass(&mut self, _report: &headroom_train::state::PassReport) {
         self.seen += 1;
         if self.seen == self.after {
             self.flag.store(true, Ordering::Relaxed);

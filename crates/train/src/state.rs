@@ -3,6 +3,23 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Where an epoch's training stands after a pass: what a progress display shows (Ultralytics'
+/// training row).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassReport {
+    /// Passes of the epoch finished.
+    pub done: usize,
+    /// Passes in the epoch.
+    pub total: usize,
+    /// Means of the box, cls, dfl and kd terms over the epoch's finite passes so far (resumed
+    /// passes included): Ultralytics' running `tloss`.
+    pub mean: [f64; 4],
+    /// Objects in this pass's batch, after augmentation (Ultralytics' `Instances`).
+    pub instances: usize,
+    /// The input's longest side (Ultralytics' `Size`).
+    pub imgsz: u32,
+}
+
 /// What one epoch did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochStats {

@@ -24,7 +24,7 @@ use crate::loss::{DenseTargets, Distill, LossConfig, detection_loss_with};
 use crate::memory_guard::{MemoryCap, OutOfMemory, StepDown, is_out_of_memory};
 use crate::optim::{AdamW, Sgd, clip_grad_norm};
 use crate::schedule::{self, shuffled};
-use crate::state::{EpochStats, Progress};
+use crate::state::{EpochStats, PassReport, Progress};
 use crate::student::Cut;
 use crate::{Error, Result, Student, amp};
 
@@ -225,7 +225,7 @@ impl<'a> Trainer<'a> {
     pub fn train_epoch(
         &mut self,
         records: &[ImageRecord],
-        progress: &dyn Fn(usize, usize, [f64; 4]),
+        progress: &dyn Fn(&PassReport),
     ) -> Result<EpochStats> {
         loop {
             match self.epoch_once(records, progress) {
@@ -286,7 +286,7 @@ impl<'a> Trainer<'a> {
     fn epoch_once(
         &mut self,
         records: &[ImageRecord],
-        progress: &dyn Fn(usize, usize, [f64; 4]),
+        progress: &dyn Fn(&PassReport),
     ) -> Result<EpochStats> {
         let started = std::time::Instant::now();
         *self.phases.borrow_mut() = [0.0; 5];
@@ -305,7 +305,8 @@ impl<'a> Trainer<'a> {
             let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
             let cap = self.memory_cap.filter(|c| self.passes_run >= c.armed_after);
             let resident_before = cap.map_or(0, |c| c.before_pass());
-            let (value, components) = self.pass(&batch_records, records, epoch, pass).map_err(oom)?;
+            let (value, components, instances) =
+                self.pass(&batch_records, records, epoch, pass).map_err(oom)?;
             self.passes_run += 1;
             if let Some(cap) = cap {
                 tracing::debug!("epoch {epoch} pass {pass}: {} MiB above the start", cap.used() >> 20);
@@ -359,7 +360,14 @@ impl<'a> Trainer<'a> {
                     }
                 }
             }
-            progress(pass + 1, passes, components);
+            let counted = self.progress.counted.max(1) as f64;
+            progress(&PassReport {
+                done: pass + 1,
+                total: passes,
+                mean: self.progress.sums.map(|s| s / counted),
+                instances,
+                imgsz: cfg.imgsz[0].max(cfg.imgsz[1]),
+            });
         }
         let p = std::mem::take(&mut self.progress);
         self.progress = p.next_epoch();
@@ -415,14 +423,15 @@ impl<'a> Trainer<'a> {
         Ok((cut, batch.targets, batch.soft, teacher))
     }
 
-    /// Forward and backward of one batch; the loss and its components (box, cls, dfl, kd).
+    /// Forward and backward of one batch; the loss, its components (box, cls, dfl, kd) and the
+    /// batch's objects.
     fn pass(
         &self,
         batch_records: &[&ImageRecord],
         all: &[ImageRecord],
         epoch: usize,
         pass: usize,
-    ) -> Result<(f64, [f64; 4])> {
+    ) -> Result<(f64, [f64; 4], usize)> {
         let cfg = &self.config;
         let mut rng = ChaCha8Rng::seed_from_u64(
             cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((epoch as u64 + 1) << 32) ^ pass as u64,
@@ -455,7 +464,7 @@ impl<'a> Trainer<'a> {
         let mut phases = self.phases.borrow_mut();
         phases[3] += loss_seconds.get();
         phases[2] += head_started.elapsed().as_secs_f64() - loss_seconds.get();
-        Ok((value, components))
+        Ok((value, components, targets.len()))
     }
 
     /// Whether mixed precision runs: asked for, and the student is on a CUDA device.

@@ -29,6 +29,31 @@ pub fn bar(len: u64, label: &str) -> ProgressBar {
     bar
 }
 
+/// The bar of a training epoch's row: the row is its prefix (set on every pass), then
+/// Ultralytics' `100%|██████████| 8/8 [00:05<00:00, 1.5it/s]` shape, then the message (the whole
+/// run's time left). Hidden when stderr is not a terminal.
+pub fn row_bar() -> ProgressBar {
+    let bar = bars().add(ProgressBar::new(0));
+    let style = ProgressStyle::with_template(
+        "{prefix}: {percent:>3}%|{bar:10}| {pos}/{len} [{elapsed}<{eta}, {rate}] {msg}",
+    )
+    .map(|style| {
+        style
+            .with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.1}it/s", state.per_sec());
+            })
+            .progress_chars("█▉▊▋▌▍▎▏ ")
+    })
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
+
+/// Prints `line` on stderr above the bars (which are hidden while it prints, then redrawn).
+pub fn println(line: &str) {
+    bars().suspend(|| eprintln!("{line}"));
+}
+
 /// Ends a bar: when the work `finished`, drawn full (100 %) and left on screen; when it stopped
 /// early (an error, an interruption), left where it stopped.
 pub fn end(bar: &ProgressBar, finished: bool) {

@@ -329,6 +329,9 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             }
             if tracing::enabled!(tracing::Level::INFO) {
                 // As Ultralytics ends a run: best.onnx validated, per class.
+                if let Some(run) = results["run"].as_str() {
+                    eprintln!("\nvalidating {}...", Path::new(run).join("best.onnx").display());
+                }
                 match best_table(&results, args.threads) {
                     Ok(table) => eprint!("{table}"),
                     Err(e) => tracing::warn!("validating best.onnx for the summary table: {e:#}"),

@@ -1,10 +1,20 @@
 //! Progress of `headroom train` on the terminal: the run layer's observer.
 
-/// Progress of a run on the terminal: a bar per epoch (losses, speed, peak memory) and a line per
-/// epoch's end.
+use headroom_train::state::PassReport;
+
+/// Progress of a run on the terminal in Ultralytics' shape: before each epoch a header, then the
+/// epoch's row (peak memory, the loss terms' running means, the batch's objects, the input size)
+/// with a bar and the whole run's time left on a terminal, then the val header and `all` row.
+/// In a pipe the bar is hidden and the row is printed once, when the epoch's training ends.
 #[derive(Default)]
 pub struct TerminalObserver {
     bar: Option<indicatif::ProgressBar>,
+    /// The last pass's report of the epoch in progress.
+    last: Option<PassReport>,
+    /// Whether the distillation term shows (it is exactly 0 when distillation is off).
+    kd: bool,
+    /// When the epoch in progress started in this process.
+    epoch_start: Option<std::time::Instant>,
     epoch: usize,
     epochs: usize,
     /// When this session's first epoch started, and which epoch it was (for the whole-run ETA).
@@ -18,6 +28,17 @@ fn duration(seconds: f64) -> String {
         (0, 0, s) => format!("{s}s"),
         (0, m, s) => format!("{m}m{s:02}s"),
         (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+impl TerminalObserver {
+    /// The whole run's time left, from this session's pace so far (`None` until 2 % is done).
+    fn run_eta(&self, done: usize, total: usize) -> Option<String> {
+        let (at, first) = self.started?;
+        let within = done as f64 / total.max(1) as f64;
+        let progressed = (self.epoch - first) as f64 + within;
+        let left = (self.epochs - self.epoch) as f64 - within;
+        (progressed > 0.02).then(|| duration(at.elapsed().as_secs_f64() / progressed * left))
     }
 }
 
@@ -37,37 +58,47 @@ impl headroom_run::observer::Observer for TerminalObserver {
     fn epoch_started(&mut self, epoch: usize, epochs: usize) {
         (self.epoch, self.epochs) = (epoch, epochs);
         self.started.get_or_insert((std::time::Instant::now(), epoch));
-        self.bar = Some(super::progress::bar(0, &format!("{}/{epochs}", epoch + 1)));
+        self.last = None;
+        self.epoch_start = Some(std::time::Instant::now());
+        if tracing::enabled!(tracing::Level::INFO) {
+            // Ultralytics prints its header before every epoch's row.
+            super::progress::println(&format!("\n{}", header(self.kd)));
+        }
+        self.bar = Some(super::progress::row_bar());
     }
 
-    fn pass(&mut self, done: usize, total: usize, c: [f64; 4]) {
+    fn pass(&mut self, report: &PassReport) {
+        self.kd |= report.mean[3] != 0.0;
+        self.last = Some(*report);
         let Some(bar) = &self.bar else { return };
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        // The whole run's time left, from this session's pace so far.
-        let eta = self.started.and_then(|(at, first)| {
-            let within = done as f64 / total.max(1) as f64;
-            let progressed = (self.epoch - first) as f64 + within;
-            let left = (self.epochs - self.epoch) as f64 - within;
-            (progressed > 0.02)
-                .then(|| format!(" run eta {}", duration(at.elapsed().as_secs_f64() / progressed * left)))
-        });
-        bar.set_message(format!(
-            "{}/{} box {:.3} cls {:.3} dfl {:.3}{} peak {:.0} MB{}",
-            self.epoch + 1,
-            self.epochs,
-            c[0],
-            c[1],
-            c[2],
-            kd_part(c[3], 3),
-            headroom_run::folder::peak_rss_mb().unwrap_or(0.0),
-            eta.unwrap_or_default()
-        ));
+        bar.set_length(report.total as u64);
+        bar.set_position(report.done as u64);
+        bar.set_prefix(row(self.epoch, self.epochs, report, self.kd));
+        let eta = self.run_eta(report.done, report.total);
+        bar.set_message(eta.map(|eta| format!("run eta {eta}")).unwrap_or_default());
     }
 
     fn epoch_trained(&mut self, ok: bool) {
-        if let Some(bar) = self.bar.take() {
-            super::progress::end(&bar, ok);
+        let Some(bar) = self.bar.take() else { return };
+        if !ok {
+            // Stopped (an error, a signal): the bar stays where it stopped.
+            super::progress::end(&bar, false);
+            return;
+        }
+        // The row is printed as a line, on a terminal and in a pipe alike (where the bar is
+        // hidden): a finished bar is not left to the bar library to keep on screen.
+        bar.finish_and_clear();
+        if let Some(report) = &self.last
+            && tracing::enabled!(tracing::Level::INFO)
+        {
+            let seconds = self.epoch_start.map_or(0.0, |t| t.elapsed().as_secs_f64());
+            super::progress::println(&format!(
+                "{}: 100% {}/{} passes in {}",
+                row(self.epoch, self.epochs, report, self.kd),
+                report.done,
+                report.total,
+                if seconds < 60.0 { format!("{seconds:.1}s") } else { duration(seconds) }
+            ));
         }
     }
 
@@ -76,30 +107,88 @@ impl headroom_run::observer::Observer for TerminalObserver {
         if !tracing::enabled!(tracing::Level::INFO) {
             return;
         }
-        let s = &r.stats;
-        eprintln!(
-            "epoch {}/{}: loss box {:.4} cls {:.4} dfl {:.4}{}, val mAP50 {:.4} mAP50-95 {:.4}{} ({:.1} s)",
-            s.epoch + 1,
-            r.epochs,
-            s.loss[0],
-            s.loss[1],
-            s.loss[2],
-            kd_part(s.kd, 4),
-            r.metrics.map50,
-            r.metrics.map50_95,
-            if r.best { ", best" } else { "" },
-            s.seconds
-        );
+        // Ultralytics' val header and `all` row; `best` when last.onnx became best.onnx.
+        let table = super::eval::table(&r.metrics, &[]);
+        let mut lines = table.lines().take(2);
+        let (head, all) = (lines.next().unwrap_or_default(), lines.next().unwrap_or_default());
+        let best = if r.best { "  (best)" } else { "" };
+        super::progress::println(&format!("{head}\n{all}{best}"));
     }
 }
 
-/// The distillation loss, shown only when distillation is on (it is exactly 0 when off).
-fn kd_part(kd: f64, decimals: usize) -> String {
-    if kd == 0.0 { String::new() } else { format!(" kd {kd:.decimals$}") }
+/// Ultralytics' training header: `Epoch`, memory, the loss terms, `Instances`, `Size` (11 wide).
+/// The memory is this process' peak resident memory (`RAM`), which on a Jetson's unified memory
+/// includes what the GPU holds.
+fn header(kd: bool) -> String {
+    let mut columns = vec!["Epoch", "RAM", "box_loss", "cls_loss", "dfl_loss"];
+    if kd {
+        columns.push("kd_loss");
+    }
+    columns.extend(["Instances", "Size"]);
+    columns.iter().map(|c| format!("{c:>11}")).collect()
+}
+
+/// One training row, aligned under [`header`]: the running means of the loss terms.
+fn row(epoch: usize, epochs: usize, r: &PassReport, kd: bool) -> String {
+    let memory = headroom_run::folder::peak_rss_mb().unwrap_or(0.0) / 1000.0;
+    let mut out = format!("{:>11}{:>11}", format!("{}/{epochs}", epoch + 1), format!("{}G", g(memory, 3)));
+    let terms = if kd { &r.mean[..] } else { &r.mean[..3] };
+    for value in terms {
+        out.push_str(&format!("{:>11}", g(*value, 4)));
+    }
+    out.push_str(&format!("{:>11}{:>11}", r.instances, r.imgsz));
+    out
+}
+
+/// `value` with `digits` significant digits, as C's `%g`: trailing zeros dropped, an exponent
+/// below 1e-4 or from 10^digits on.
+fn g(value: f64, digits: usize) -> String {
+    if !value.is_finite() {
+        return format!("{value}");
+    }
+    if value == 0.0 {
+        return "0".into();
+    }
+    let exponent = value.abs().log10().floor() as i32;
+    let trim = |s: String| {
+        if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+    };
+    if exponent < -4 || exponent >= digits as i32 {
+        let text = format!("{value:.prec$e}", prec = digits - 1);
+        let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        format!("{}e{}{:02}", trim(mantissa.to_string()), if exp < 0 { '-' } else { '+' }, exp.abs())
+    } else {
+        let decimals = (digits as i32 - 1 - exponent).max(0) as usize;
+        trim(format!("{value:.decimals$}"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numbers_print_as_c_percent_g() {
+        use super::g;
+        assert_eq!(g(0.84012, 4), "0.8401");
+        assert_eq!(g(1.0985, 4), "1.099");
+        assert_eq!(g(16.0, 4), "16");
+        assert_eq!(g(12.5, 4), "12.5");
+        assert_eq!(g(0.262, 3), "0.262");
+        assert_eq!(g(0.00001234, 4), "1.234e-05");
+        assert_eq!(g(123456.0, 4), "1.235e+05");
+        assert_eq!(g(0.0, 4), "0");
+    }
+
+    #[test]
+    fn a_row_sits_under_its_header() {
+        let report = super::PassReport { done: 3, total: 8, mean: [0.84, 1.1, 0.99, 0.0], instances: 16, imgsz: 160 };
+        let (header, row) = (super::header(false), super::row(0, 3, &report, false));
+        assert_eq!(header.len(), row.len(), "{header}\n{row}");
+        assert!(row.trim_start().starts_with("1/3") && row.ends_with("160"), "{row}");
+        assert!(!header.contains("kd_loss"));
+        assert!(super::header(true).contains("kd_loss"));
+    }
+
     #[test]
     fn durations_read_as_a_clock() {
         assert_eq!(super::duration(45.2), "45s");
