@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates the Ultralytics development environment in .deps/ultralytics (git-ignored).
 # Ultralytics is a development tool here: fixtures, golden numbers, peer benchmarks.
-# It is never a dependency of the product or of `cargo test` (DESIGN.md).
+# It is never a dependency of the product or of `cargo test` (docs/ARCHITECTURE.md).
 # Usage: scripts/ultralytics-env.sh   then   source .deps/ultralytics.env
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
@@ -15,7 +15,7 @@ if [ ! -x "$venv/bin/python" ]; then
   step "creating the virtual environment $venv"
   python3 -m venv "$venv" || fail "python3 -m venv failed (apt-get install python3-venv)"
 fi
-# Offline settings (DESIGN.md): no font download, no hub access, writable config dirs.
+# Offline settings (docs/ARCHITECTURE.md): no font download, no hub access, writable config dirs.
 cfg="$root/.deps/ultralytics-config"
 mkdir -p "$cfg/Ultralytics" "$root/.deps/mpl"
 export YOLO_OFFLINE=1 YOLO_CONFIG_DIR="$cfg" MPLCONFIGDIR="$root/.deps/mpl"

@@ -45,7 +45,7 @@ fn default_sigpipe() {
 /// ONNX Runtime 1.31 starts its telemetry when it loads and writes
 /// `~/.cache/Microsoft/DeveloperTools/.onnxruntime/{deviceid,onnxruntime.db}` even with telemetry
 /// events disabled through the API; only this variable stops it. Nothing phones home, and a device
-/// writes only where the user said (DESIGN.md).
+/// writes only where the user said (docs/ARCHITECTURE.md, "Rules every change keeps").
 #[allow(unsafe_code)]
 fn disable_onnxruntime_telemetry() {
     // SAFETY: the first call of `main`, before any thread exists, so nothing reads the environment

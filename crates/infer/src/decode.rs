@@ -1,6 +1,6 @@
 //! Decoding raw detector outputs into boxes, then NMS — pure code, no ONNX Runtime.
 //!
-//! Layouts (DESIGN.md):
+//! Layouts:
 //! - [`OutputLayout::Anchors`]: `[B, 4+nc, N]`, rows cx, cy, w, h (input pixels) then sigmoid class
 //!   scores, no objectness — v5u, v8, 11, and v10/26 by default.
 //! - [`OutputLayout::EndToEnd`]: `[B, K, 6]` rows x1, y1, x2, y2, score, class — v10/26 with

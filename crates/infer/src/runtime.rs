@@ -119,7 +119,7 @@ pub fn environment() -> Result<Environment> {
     let LibrarySearch { chosen: path, tried } = library_search();
     let env = ENVIRONMENT.get_or_init(|| {
         let builder = ort::init_from(&path).map_err(|e| e.to_string())?;
-        // Nothing phones home, and nothing is written under the user's home (DESIGN.md).
+        // Nothing phones home, and nothing is written under the user's home (docs/ARCHITECTURE.md).
         builder.with_name("headroom").with_telemetry(false).build().map_err(|e| e.to_string())
     });
     env.clone().map_err(|reason| Error::RuntimeLoad { path, tried: tried.join("; "), reason })

@@ -54,7 +54,7 @@ fn sgd_steps_on_the_real_loss_lower_it_and_move_only_the_head() {
         .expect("a trunk weight");
     let frozen_before = student.executor().weight(&frozen_name).expect("trunk weight").copy();
 
-    // Fused BatchNorm weights take a smaller step than Ultralytics' lr0 0.01 (DESIGN.md).
+    // Fused BatchNorm weights take a smaller step than Ultralytics' lr0 0.01 (docs/TRAIN.md).
     let mut sgd = Sgd::new(0.001, 0.937, true, 5e-4);
     let mut losses = Vec::new();
     for _ in 0..8 {
