@@ -179,3 +179,31 @@ fn doctor_reports_each_native_library() {
         assert!(report[name]["version"].as_str().unwrap_or("").starts_with(['1', '2']), "{report}");
     }
 }
+
+#[test]
+fn version_names_the_features_and_the_libraries_built_against_and_loaded() {
+    let out = headroom(&["--version"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with(&format!("headroom {}", env!("CARGO_PKG_VERSION"))), "{text}");
+    let line = |key: &str| text.lines().find(|l| l.starts_with(key)).unwrap_or_default().to_string();
+    let features = line("features:");
+    assert_eq!(features.contains("libtorch"), cfg!(feature = "libtorch"), "{text}");
+    assert_eq!(features.contains("onnxruntime"), cfg!(feature = "onnxruntime"), "{text}");
+    if cfg!(feature = "libtorch") {
+        // The headers tch was compiled against, and the library this process mapped.
+        let libtorch = line("libtorch:");
+        assert!(libtorch.contains("built against 2.") && libtorch.contains("loaded 2."), "{text}");
+        assert!(libtorch.contains("CUDA"), "{text}");
+        assert!(!text.contains("WARNING"), "{text}");
+    }
+    if cfg!(feature = "onnxruntime") {
+        assert!(line("ONNX Runtime:").contains("loaded 1."), "{text}");
+    }
+    // -V stays one line.
+    let short = headroom(&["-V"]);
+    assert_eq!(
+        String::from_utf8_lossy(&short.stdout).trim(),
+        format!("headroom {}", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -106,7 +106,8 @@ mod with_libraries {
                 assert!(loss.parse::<f64>().is_ok_and(f64::is_finite), "loss `{loss}` in {}", finished[0]);
             }
         }
-        let val = text.lines().filter(|l| l.trim_start().starts_with("Class") && l.contains("mAP50-95")).count();
+        let val =
+            text.lines().filter(|l| l.trim_start().starts_with("Class") && l.contains("mAP50-95")).count();
         assert_eq!(val, epochs + 1, "a val header per epoch and the final table in:\n{text}");
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         assert!(lines.windows(2).all(|w| w[0] != w[1]), "a line printed twice in a row:\n{text}");
@@ -135,7 +136,11 @@ mod with_libraries {
             }
             plain.push(c);
         }
-        plain.split('\n').map(|line| line.rsplit('\r').find(|part| !part.is_empty()).unwrap_or("")).collect::<Vec<_>>().join("\n")
+        plain
+            .split('\n')
+            .map(|line| line.rsplit('\r').find(|part| !part.is_empty()).unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// A 2-epoch run in a real pseudo-terminal (util-linux `script`): the bars draw and go, and

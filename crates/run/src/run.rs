@@ -353,8 +353,7 @@ fn train_epochs(
         observer.epoch_started(epoch, epochs);
         let stats = {
             let observer = RefCell::new(&mut *observer);
-            let stats =
-                trainer.train_epoch(&images, &|report| observer.borrow_mut().pass(report));
+            let stats = trainer.train_epoch(&images, &|report| observer.borrow_mut().pass(report));
             observer.borrow_mut().epoch_trained(stats.is_ok());
             stats
         };

@@ -24,7 +24,7 @@ pub(crate) fn run() -> Result<LibtorchReport> {
     }
     let loss_after = loss_of(&input)?.f_double_value(&[])?;
     Ok(LibtorchReport {
-        version: "2.13.0",
+        version: crate::LIBTORCH_HEADERS,
         cuda_available: tch::Cuda::is_available(),
         threads: tch::get_num_threads(),
         loss_before,

@@ -55,10 +55,27 @@ pub use student::{Cut, Student};
 #[cfg(feature = "libtorch")]
 pub use tch;
 
+/// The libtorch version whose headers tch's C++ wrapper was compiled against (`build.rs` reads the
+/// `TORCH_VERSION_*` defines of the LIBTORCH that torch-sys used); `unknown`
+/// without the `libtorch` feature.
+pub const LIBTORCH_HEADERS: &str = env!("HEADROOM_LIBTORCH_HEADERS");
+
+/// Whether libtorch sees a CUDA device (false without the `libtorch` feature).
+pub fn cuda_available() -> bool {
+    #[cfg(feature = "libtorch")]
+    {
+        tch::Cuda::is_available()
+    }
+    #[cfg(not(feature = "libtorch"))]
+    {
+        false
+    }
+}
+
 /// What [`libtorch_check`] measured.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LibtorchReport {
-    /// The libtorch version tch was built for.
+    /// The libtorch version whose headers tch was compiled against ([`LIBTORCH_HEADERS`]).
     pub version: &'static str,
     /// Whether libtorch sees a CUDA device.
     pub cuda_available: bool,

@@ -283,11 +283,7 @@ impl<'a> Trainer<'a> {
         Ok(())
     }
 
-    fn epoch_once(
-        &mut self,
-        records: &[ImageRecord],
-        progress: &dyn Fn(&PassReport),
-    ) -> Result<EpochStats> {
+    fn epoch_once(&mut self, records: &[ImageRecord], progress: &dyn Fn(&PassReport)) -> Result<EpochStats> {
         let started = std::time::Instant::now();
         *self.phases.borrow_mut() = [0.0; 5];
         let seconds_before = self.progress.seconds;

@@ -1,6 +1,6 @@
 //! `headroom doctor`: proves that the native libraries load and compute.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use headroom_infer::provider::SessionOptions;
 
@@ -43,7 +43,7 @@ impl Check {
 
 /// The file of the first shared library mapped into this process whose name starts with `stem`
 /// (`libtorch_cpu.so`): where the loader really found it, whatever path was asked for.
-fn loaded_library(stem: &str) -> Option<PathBuf> {
+pub(super) fn loaded_library(stem: &str) -> Option<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     maps.lines()
         .filter_map(|line| line.split_whitespace().nth(5))
@@ -91,23 +91,65 @@ fn check_onnxruntime(model: Option<PathBuf>) -> Check {
     }
 }
 
+/// The version of the libtorch at `library` (a `libtorch_cpu.so` as mapped): a wheel's
+/// `torch/version.py` (`torch/lib/..`), or a libtorch archive's `build-version` (`lib/..`).
+pub(super) fn libtorch_file_version(library: &Path) -> Option<String> {
+    let root = library.parent()?.parent()?;
+    if let Ok(text) = std::fs::read_to_string(root.join("version.py")) {
+        let version = text.lines().find_map(|l| l.trim().strip_prefix("__version__ = "))?;
+        return Some(version.trim_matches(['\'', '"']).split('+').next()?.to_string());
+    }
+    let text = std::fs::read_to_string(root.join("build-version")).ok()?;
+    Some(text.trim().split('+').next()?.to_string())
+}
+
+/// The loaded libtorch: its file and version, when they can be told.
+pub(super) fn loaded_libtorch() -> (Option<PathBuf>, Option<String>) {
+    let library = loaded_library("libtorch_cpu.so").or_else(|| loaded_library("libtorch.so"));
+    let version = library.as_deref().and_then(libtorch_file_version);
+    (library, version)
+}
+
+/// Why a loaded libtorch does not fit the headers tch was compiled against (major.minor differ),
+/// if it does not.
+pub(super) fn libtorch_mismatch(compiled: &str, loaded: &str) -> Option<String> {
+    let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+    (compiled != "unknown" && minor(compiled) != minor(loaded)).then(|| {
+        format!(
+            "headroom was built against libtorch {compiled} but loaded libtorch {loaded}: install libtorch \
+             {compiled} (LD_LIBRARY_PATH, or the bundle's lib/), or rebuild headroom against {loaded}"
+        )
+    })
+}
+
+/// [`libtorch_mismatch`] of the libtorch this process loaded, if it can tell its version.
+pub(super) fn libtorch_file_version_mismatch(compiled: &str) -> Option<String> {
+    libtorch_mismatch(compiled, &loaded_libtorch().1?)
+}
+
 fn check_libtorch() -> Check {
     match headroom_train::libtorch_check() {
         Ok(r) => {
-            let library = loaded_library("libtorch_cpu.so").or_else(|| loaded_library("libtorch.so"));
+            let (library, loaded) = loaded_libtorch();
             let from = library.as_deref().map(|p| format!(" from {}", p.display())).unwrap_or_default();
+            let mismatch = loaded.as_deref().and_then(|l| libtorch_mismatch(r.version, l));
             Check {
-                ok: r.loss_after < r.loss_before,
-                detail: format!(
-                    "libtorch {}{from} ({} threads, CUDA {}): conv + Adam loss {:.4} -> {:.4}",
-                    r.version,
-                    r.threads,
-                    if r.cuda_available { "available" } else { "not available" },
-                    r.loss_before,
-                    r.loss_after
-                ),
+                ok: r.loss_after < r.loss_before && mismatch.is_none(),
+                detail: match mismatch {
+                    Some(why) => why,
+                    None => format!(
+                        "libtorch {} (built against {}){from} ({} threads, CUDA {}): conv + Adam loss {:.4} -> \
+                         {:.4}",
+                        loaded.as_deref().unwrap_or("(version unknown)"),
+                        r.version,
+                        r.threads,
+                        if r.cuda_available { "available" } else { "not available" },
+                        r.loss_before,
+                        r.loss_after
+                    ),
+                },
                 library,
-                version: Some(r.version.to_string()),
+                version: loaded.or(Some(r.version.to_string())),
             }
         }
         Err(e) => Check::failed(e.to_string()),
@@ -130,4 +172,32 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         }
     }
     Ok(if report.onnxruntime.ok && report.libtorch.ok { Outcome::Success } else { Outcome::CheckFailed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_libtorch_tells_its_version_by_its_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let wheel = dir.path().join("torch");
+        std::fs::create_dir_all(wheel.join("lib")).expect("mkdir");
+        std::fs::write(wheel.join("version.py"), "__version__ = '2.8.0+cu126'\ngit_version = 'x'\n")
+            .expect("write");
+        assert_eq!(libtorch_file_version(&wheel.join("lib/libtorch_cpu.so")).as_deref(), Some("2.8.0"));
+        let archive = dir.path().join("libtorch");
+        std::fs::create_dir_all(archive.join("lib")).expect("mkdir");
+        std::fs::write(archive.join("build-version"), "2.10.0+cpu\n").expect("write");
+        assert_eq!(libtorch_file_version(&archive.join("lib/libtorch.so")).as_deref(), Some("2.10.0"));
+        assert_eq!(libtorch_file_version(&dir.path().join("nowhere/lib/libtorch.so")), None);
+    }
+
+    #[test]
+    fn another_minor_version_is_a_mismatch_naming_both() {
+        assert!(libtorch_mismatch("2.13.0", "2.13.1").is_none());
+        let why = libtorch_mismatch("2.13.0", "2.8.0").expect("mismatch");
+        assert!(why.contains("2.13.0") && why.contains("2.8.0"), "{why}");
+        assert!(libtorch_mismatch("unknown", "2.8.0").is_none());
+    }
 }

@@ -23,6 +23,7 @@ mod train_plan;
 mod train_progress;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod train_spec;
+mod version;
 
 use clap::{Parser, Subcommand};
 
@@ -85,7 +86,12 @@ pub enum Outcome {
 /// them against its saved settings).
 pub fn parse() -> Cli {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = Cli::command().get_matches();
+    let mut command = Cli::command();
+    // The long version loads the native libraries to report them: only when it is asked for.
+    if std::env::args_os().skip(1).any(|a| a == "--version") {
+        command = command.long_version(&*Box::leak(version::long().into_boxed_str()));
+    }
+    let matches = command.get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let (Command::Train(args), Some(("train", sub))) = (&mut cli.command, matches.subcommand()) {
         args.given = sub

@@ -181,7 +181,8 @@ mod tests {
 
     #[test]
     fn a_row_sits_under_its_header() {
-        let report = super::PassReport { done: 3, total: 8, mean: [0.84, 1.1, 0.99, 0.0], instances: 16, imgsz: 160 };
+        let report =
+            super::PassReport { done: 3, total: 8, mean: [0.84, 1.1, 0.99, 0.0], instances: 16, imgsz: 160 };
         let (header, row) = (super::header(false), super::row(0, 3, &report, false));
         assert_eq!(header.len(), row.len(), "{header}\n{row}");
         assert!(row.trim_start().starts_with("1/3") && row.ends_with("160"), "{row}");
