@@ -446,7 +446,7 @@ fn finish_epoch(
         headroom_core::fsio::write_atomic(&out.dir.join("best.onnx"), &written)?;
     }
     let csv = folder::append_metrics(out.dir, &stats, &metrics, folder::peak_rss_mb().unwrap_or(0.0))?;
-    if let Err(e) = headroom_train::plots::write_plots(&csv, out.dir) {
+    if let Err(e) = headroom_plot::write_plots(&csv, out.dir, &headroom_plot::MemoryLines::default()) {
         tracing::warn!("plots of {}: {e}", out.dir.display());
     }
     trainer.save_checkpoint(&out.dir.join("ckpt/last.pt"))?;

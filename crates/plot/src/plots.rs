@@ -1,19 +1,13 @@
 //! PNG plots of a training run, drawn from its `metrics.csv`: loss, validation metrics, learning
 //! rate and peak memory per epoch.
 //!
-//! Pure Rust end to end: plotters draws into an in-memory RGB buffer, text through ab_glyph with an
-//! embedded DejaVu Sans (`assets/DejaVuSans.ttf`, licence beside it), the `image` crate encodes the
-//! PNG and every file is written atomically, so a viewer never sees half a plot.
-
-use std::error::Error as StdError;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-use plotters::backend::RGBPixel;
 use plotters::prelude::*;
-use plotters::style::{FontStyle, register_font};
 
+use crate::canvas::{self, DrawResult, FAMILY, FRAME, TAB10};
+use crate::error::invalid;
 use crate::{Error, Result};
 
 /// Width of every plot, in pixels.
@@ -21,21 +15,23 @@ pub const WIDTH: u32 = 800;
 /// Height of every plot, in pixels.
 pub const HEIGHT: u32 = 500;
 
-/// The font that labels every plot (Bitstream Vera licence, `assets/DejaVuSans.LICENSE`).
-static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
-/// The family name plotters asks for when a style names no font of its own.
-pub(crate) const FAMILY: &str = "sans-serif";
-/// Series colours: matplotlib's tab10, as in Ultralytics' plots.
-const PALETTE: [RGBColor; 5] = [
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0xff, 0x7f, 0x0e),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x94, 0x67, 0xbd),
-];
+/// The budget line of `memory.png` (red, dashed).
+pub(crate) const BUDGET_COLOUR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+/// The planner's estimate on `memory.png` (orange, dashed).
+pub(crate) const ESTIMATE_COLOUR: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 /// Series with at most this many points also get a marker per point (a single epoch is only a
 /// marker); longer runs would be a smear of circles.
 const MARKERS_UP_TO: usize = 40;
+
+/// The reference lines of `memory.png`, in MB like `peak_rss_mb`; each is drawn (dashed, named in
+/// the legend) when known.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MemoryLines {
+    /// The memory budget the run was planned for.
+    pub budget_mb: Option<f64>,
+    /// The planner's estimated peak for the chosen configuration.
+    pub estimate_mb: Option<f64>,
+}
 
 /// Draws the plots of a run from the text of its `metrics.csv` into `dir` and returns the paths
 /// written, in this order:
@@ -43,26 +39,24 @@ const MARKERS_UP_TO: usize = 40;
 /// - `loss.png`: `box_loss`, `cls_loss`, `dfl_loss`, and `kd_loss` when present and not all zero;
 /// - `map.png`: `precision`, `recall`, `map50`, `map50_95`;
 /// - `lr.png`: `lr`, on a log axis when it spans a decade or more;
-/// - `memory.png`: `peak_rss_mb`.
+/// - `memory.png`: `peak_rss_mb` on an axis from 0, with the budget and the planner's estimate of
+///   `memory` as dashed lines when they are known (finite and positive).
 ///
 /// Columns are found by header name; a missing column or an empty field is left out of the plot,
 /// and a plot with nothing left to draw (older runs have no `peak_rss_mb`) is not written. Fields
 /// that read as NaN or infinity are left out too. A csv with a header and no rows writes nothing.
-/// Each file is `WIDTH`x`HEIGHT` RGB, replaced atomically; `dir` is created when missing.
+/// Each file is [`WIDTH`]x[`HEIGHT`] RGB, replaced atomically; `dir` is created when missing.
 ///
 /// Errors: no `epoch` column, a row with more fields than the header, or a plotted field (or an
 /// epoch) that is not a number, each named by line and column, before any file is written; and a
 /// plot that cannot be drawn, encoded or written, named by its path.
-pub fn write_plots(metrics_csv: &str, dir: &Path) -> Result<Vec<PathBuf>> {
+pub fn write_plots(metrics_csv: &str, dir: &Path, memory: &MemoryLines) -> Result<Vec<PathBuf>> {
     let table = Table::parse(metrics_csv)?;
-    let charts = charts(&table)?;
-    register_embedded_font()?;
+    let charts = charts(&table, memory)?;
     let mut written = Vec::with_capacity(charts.len());
     for chart in &charts {
         let path = dir.join(chart.file);
-        let png = render(chart)
-            .map_err(|e| Error::Data { reason: format!("{}: cannot draw the plot: {e}", path.display()) })?;
-        headroom_core::fsio::write_atomic(&path, &png).map_err(|e| Error::Data { reason: e.to_string() })?;
+        canvas::save(&path, || canvas::draw(WIDTH, HEIGHT, |root| render(root, chart)))?;
         written.push(path);
     }
     Ok(written)
@@ -84,7 +78,7 @@ impl<'a> Table<'a> {
         let mut lines =
             text.lines().enumerate().map(|(i, line)| (i + 1, line)).filter(|(_, l)| !l.trim().is_empty());
         let Some((header_number, header_line)) = lines.next() else {
-            return Err(data("metrics.csv is empty: a header row is expected".to_string()));
+            return Err(data("empty: a header row is expected".to_string()));
         };
         let header: Vec<&str> = header_line.split(',').map(str::trim).collect();
         let mut rows = Vec::new();
@@ -101,15 +95,13 @@ impl<'a> Table<'a> {
         }
         let mut table = Table { header, rows, epochs: Vec::new() };
         let epoch_column = table.index("epoch").ok_or_else(|| {
-            data(format!("metrics.csv line {header_number}: no `epoch` column in the header `{header_line}`"))
+            data(format!("line {header_number}: no `epoch` column in the header `{header_line}`"))
         })?;
         table.epochs = table
             .rows
             .iter()
             .map(|(line, fields)| match fields.get(epoch_column).copied().unwrap_or("") {
-                "" => {
-                    Err(data(format!("metrics.csv line {line}, column `epoch`: empty (every row needs one)")))
-                }
+                "" => Err(data(format!("line {line}, column `epoch`: empty (every row needs one)"))),
                 text => match text.parse::<f64>() {
                     Ok(v) if v.is_finite() && v.fract() == 0.0 => Ok(v as i64),
                     _ => Err(data(format!(
@@ -150,7 +142,7 @@ impl<'a> Table<'a> {
 }
 
 fn data(reason: String) -> Error {
-    Error::Data { reason }
+    invalid("metrics.csv", reason)
 }
 
 /// One line of a plot.
@@ -168,10 +160,19 @@ struct Chart {
     y_range: Range<f64>,
     y_format: fn(&f64) -> String,
     legend: SeriesLabelPosition,
+    /// Horizontal reference lines across the whole plot.
+    levels: Vec<Level>,
+}
+
+/// A dashed horizontal line at `value`, named in the legend.
+struct Level {
+    name: String,
+    value: f64,
+    colour: RGBColor,
 }
 
 /// The plots that `table` has data for, in the order [`write_plots`] documents.
-fn charts(table: &Table) -> Result<Vec<Chart>> {
+fn charts(table: &Table, lines: &MemoryLines) -> Result<Vec<Chart>> {
     let series = |columns: &[(&'static str, &'static str)]| -> Result<Vec<Series>> {
         let mut out = Vec::new();
         for &(column, name) in columns {
@@ -203,6 +204,7 @@ fn charts(table: &Table) -> Result<Vec<Chart>> {
             series: loss,
             y_format: short,
             legend: SeriesLabelPosition::UpperRight,
+            levels: Vec::new(),
         });
     }
     if !metrics.is_empty() {
@@ -214,23 +216,73 @@ fn charts(table: &Table) -> Result<Vec<Chart>> {
             series: metrics,
             y_format: short,
             legend: SeriesLabelPosition::LowerRight,
+            levels: Vec::new(),
         });
     }
     if !lr.is_empty() {
         charts.push(lr_chart(lr));
     }
     if !memory.is_empty() {
-        charts.push(Chart {
-            file: "memory.png",
-            title: "Peak memory (resident set)",
-            y_desc: "peak RSS (MB)",
-            y_range: fitted(&memory),
-            series: memory,
-            y_format: short,
-            legend: SeriesLabelPosition::LowerRight,
-        });
+        charts.push(memory_chart(memory, lines));
     }
     Ok(charts)
+}
+
+/// `memory.png`: peak RSS from 0 (a drift of a few MB must not fill the plot), with the budget and
+/// the planner's estimate when known, and the legend where it covers the least.
+fn memory_chart(memory: Vec<Series>, lines: &MemoryLines) -> Chart {
+    let known = |v: Option<f64>| v.filter(|v| v.is_finite() && *v > 0.0);
+    let mut levels = Vec::new();
+    if let Some(value) = known(lines.budget_mb) {
+        levels.push(Level { name: format!("budget {value:.0} MB"), value, colour: BUDGET_COLOUR });
+    }
+    if let Some(value) = known(lines.estimate_mb) {
+        levels.push(Level {
+            name: format!("planner estimate {value:.0} MB"),
+            value,
+            colour: ESTIMATE_COLOUR,
+        });
+    }
+    let (_, high) = extent(&memory);
+    let high = levels.iter().map(|l| l.value).fold(high, f64::max);
+    let y_range = 0.0..if high > 0.0 { high * 1.08 } else { 1.0 };
+    let legend = quietest_corner(&memory, &levels, &y_range);
+    Chart {
+        file: "memory.png",
+        title: "Peak memory (resident set)",
+        y_desc: "peak RSS (MB)",
+        y_range,
+        series: memory,
+        y_format: short,
+        legend,
+        levels,
+    }
+}
+
+/// Of the right-hand legend places (lower, middle, upper), the one whose height band holds the
+/// fewest of the levels and of the series' later half, the lower one on a tie.
+fn quietest_corner(series: &[Series], levels: &[Level], range: &Range<f64>) -> SeriesLabelPosition {
+    let span = range.end - range.start;
+    let fraction = |v: f64| (v - range.start) / span;
+    let values: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points[s.points.len() / 2..].iter().map(|&(_, v)| v))
+        .chain(levels.iter().map(|l| l.value))
+        .map(fraction)
+        .collect();
+    let bands = [
+        (SeriesLabelPosition::LowerRight, 0.0..0.3),
+        (SeriesLabelPosition::MiddleRight, 0.35..0.65),
+        (SeriesLabelPosition::UpperRight, 0.7..1.0),
+    ];
+    let mut best = (usize::MAX, SeriesLabelPosition::LowerRight);
+    for (position, band) in bands {
+        let inside = values.iter().filter(|v| band.contains(*v)).count();
+        if inside < best.0 {
+            best = (inside, position);
+        }
+    }
+    best.1
 }
 
 /// The learning-rate plot: on a log axis (values drawn as log10, labelled as powers) when every
@@ -255,6 +307,7 @@ fn lr_chart(mut lr: Vec<Series>) -> Chart {
         series: lr,
         y_format: if log { |v| format!("{:.1e}", 10f64.powf(*v)) } else { |v| format!("{v:.2e}") },
         legend: SeriesLabelPosition::UpperRight,
+        levels: Vec::new(),
     }
 }
 
@@ -307,59 +360,49 @@ fn x_range(series: &[Series]) -> Range<i64> {
     if low >= high { low.saturating_sub(1)..high.saturating_add(1) } else { low..high }
 }
 
-/// Registers the embedded font under plotters' default family, once per process.
-pub(crate) fn register_embedded_font() -> Result<()> {
-    static REGISTERED: OnceLock<bool> = OnceLock::new();
-    let ok = *REGISTERED.get_or_init(|| register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
-    if ok { Ok(()) } else { Err(data("the embedded DejaVuSans.ttf does not parse as a font".to_string())) }
-}
-
-/// `chart` drawn and encoded as PNG bytes.
-fn render(chart: &Chart) -> std::result::Result<Vec<u8>, Box<dyn StdError>> {
-    let mut pixels = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
-    {
-        let backend = BitMapBackend::<RGBPixel>::with_buffer_and_format(&mut pixels, (WIDTH, HEIGHT))?;
-        let root = backend.into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut ctx = ChartBuilder::on(&root)
-            .caption(chart.title, (FAMILY, 24))
-            .margin(16)
-            .x_label_area_size(48)
-            .y_label_area_size(80)
-            .build_cartesian_2d(x_range(&chart.series), chart.y_range.clone())?;
-        ctx.configure_mesh()
-            .x_desc("epoch")
-            .y_desc(chart.y_desc)
-            .x_labels(10)
-            .x_label_formatter(&epoch_label)
-            .y_labels(8)
-            .y_label_formatter(&chart.y_format)
-            .label_style((FAMILY, 14))
-            .axis_desc_style((FAMILY, 16))
-            .bold_line_style(RGBColor(210, 210, 210))
-            .light_line_style(RGBColor(240, 240, 240))
-            .draw()?;
-        for (series, &color) in chart.series.iter().zip(PALETTE.iter().cycle()) {
-            ctx.draw_series(LineSeries::new(series.points.iter().copied(), color.stroke_width(2)))?
-                .label(series.name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-            if series.points.len() <= MARKERS_UP_TO {
-                ctx.draw_series(series.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-            }
-        }
-        ctx.configure_series_labels()
-            .position(chart.legend.clone())
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(160, 160, 160))
-            .label_font((FAMILY, 14))
-            .draw()?;
-        root.present()?;
+/// `chart` drawn on `root`.
+fn render(root: &canvas::Area, chart: &Chart) -> DrawResult {
+    let x = x_range(&chart.series);
+    let mut ctx = ChartBuilder::on(root)
+        .caption(chart.title, (FAMILY, 24))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x.clone(), chart.y_range.clone())?;
+    ctx.configure_mesh()
+        .x_desc("epoch")
+        .y_desc(chart.y_desc)
+        .x_labels(10)
+        .x_label_formatter(&epoch_label)
+        .y_labels(8)
+        .y_label_formatter(&chart.y_format)
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 16))
+        .bold_line_style(RGBColor(210, 210, 210))
+        .light_line_style(RGBColor(240, 240, 240))
+        .draw()?;
+    for level in &chart.levels {
+        let style = level.colour.stroke_width(2);
+        let line = [(x.start, level.value), (x.end, level.value)];
+        ctx.draw_series(DashedLineSeries::new(line, 10, 6, style))?
+            .label(&level.name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
-    let image =
-        image::RgbImage::from_raw(WIDTH, HEIGHT, pixels).ok_or("the pixel buffer has the wrong size")?;
-    let mut png = Vec::new();
-    image.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
-    Ok(png)
+    for (series, &color) in chart.series.iter().zip(TAB10.iter().cycle()) {
+        ctx.draw_series(LineSeries::new(series.points.iter().copied(), color.stroke_width(2)))?
+            .label(series.name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        if series.points.len() <= MARKERS_UP_TO {
+            ctx.draw_series(series.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        }
+    }
+    ctx.configure_series_labels()
+        .position(chart.legend.clone())
+        .background_style(WHITE.mix(0.85))
+        .border_style(FRAME)
+        .label_font((FAMILY, 14))
+        .draw()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -390,7 +433,7 @@ mod tests {
              2,1.5,2.2,1.4,0.6,1e-5,1,59.0,5200,0.45,0.30,0.28,0.14,0.15\n\
              3,1.3,1.8,1.3,0.5,1e-6,0,58.7,5230,0.60,0.41,0.40,0.22,0.24\n"
         );
-        let written = write_plots(&csv, dir.path()).expect("plots");
+        let written = write_plots(&csv, dir.path(), &MemoryLines::default()).expect("plots");
         assert_eq!(names(&written), ["loss.png", "map.png", "lr.png", "memory.png"]);
         for path in &written {
             assert_drawn(path);
@@ -406,7 +449,7 @@ mod tests {
                    0,1.9,3.1,1.6,0.01,0,60.5,0.21,0.10,0.08,0.03,0.05\n\
                    1,nan,2.2,1.4,0.009,0,59.0,,,,,\n\
                    2,1.3,1.8,1.3,0.008,0,58.7,0.60,0.41,0.40,0.22,0.24\n";
-        let written = write_plots(csv, dir.path()).expect("plots");
+        let written = write_plots(csv, dir.path(), &MemoryLines::default()).expect("plots");
         assert_eq!(names(&written), ["loss.png", "map.png", "lr.png"]);
         for path in &written {
             assert_drawn(path);
@@ -417,7 +460,7 @@ mod tests {
     fn a_single_epoch_draws() {
         let dir = tempfile::tempdir().expect("tempdir");
         let csv = format!("{HEADER}\n0,1.9,3.1,1.6,0,2e-4,0,60.5,5120,0.21,0.10,0.08,0.03,0.05\n");
-        let written = write_plots(&csv, dir.path()).expect("plots");
+        let written = write_plots(&csv, dir.path(), &MemoryLines::default()).expect("plots");
         assert_eq!(names(&written), ["loss.png", "map.png", "lr.png", "memory.png"]);
         for path in &written {
             assert_drawn(path);
@@ -429,7 +472,7 @@ mod tests {
         let csv =
             format!("{HEADER}\n0,1.9,3.1,1.6,0,2e-4,0,60.5,,,,,,\n1,1.8,3.0,1.5,0.0,2e-4,0,60.5,,,,,,\n");
         let table = Table::parse(&csv).expect("parses");
-        let charts = charts(&table).expect("charts");
+        let charts = charts(&table, &MemoryLines::default()).expect("charts");
         let files: Vec<_> = charts.iter().map(|c| c.file).collect();
         assert_eq!(files, ["loss.png", "lr.png"], "no validation or memory values, no plot");
         let loss: Vec<_> = charts[0].series.iter().map(|s| s.name).collect();
@@ -442,7 +485,8 @@ mod tests {
         let csv = format!(
             "{HEADER}\n0,1.9,3.1,1.6,0,2e-4,0,60.5,5120,0.2,0.1,0.08,0.03,0.05\n1,1.9,3.x,1.6,0,2e-4,0,1,1,1,1,1,1,1\n"
         );
-        let message = write_plots(&csv, dir.path()).expect_err("a bad number").to_string();
+        let message =
+            write_plots(&csv, dir.path(), &MemoryLines::default()).expect_err("a bad number").to_string();
         assert!(
             message.contains("line 3") && message.contains("`cls_loss`") && message.contains("`3.x`"),
             "{message}"
@@ -452,11 +496,13 @@ mod tests {
 
     #[test]
     fn a_header_without_epoch_is_refused() {
-        let message =
-            write_plots("step,box_loss\n0,1.0\n", Path::new("unused")).expect_err("no epoch").to_string();
+        let message = write_plots("step,box_loss\n0,1.0\n", Path::new("unused"), &MemoryLines::default())
+            .expect_err("no epoch")
+            .to_string();
         assert!(message.contains("line 1") && message.contains("`epoch`"), "{message}");
-        let message =
-            write_plots("epoch,box_loss\n,1.0\n", Path::new("unused")).expect_err("empty epoch").to_string();
+        let message = write_plots("epoch,box_loss\n,1.0\n", Path::new("unused"), &MemoryLines::default())
+            .expect_err("empty epoch")
+            .to_string();
         assert!(message.contains("line 2") && message.contains("`epoch`"), "{message}");
     }
 
