@@ -37,7 +37,8 @@ pub fn tile(image: RgbImage, boxes: &[PreviewBox], path: &Path) -> Tile {
     let (w, h) = image.dimensions();
     let scale = (TILE_SIDE as f32 / w.max(h).max(1) as f32).min(1.0);
     let image = if scale < 1.0 {
-        let (nw, nh) = (((w as f32 * scale).round() as u32).max(1), ((h as f32 * scale).round() as u32).max(1));
+        let (nw, nh) =
+            (((w as f32 * scale).round() as u32).max(1), ((h as f32 * scale).round() as u32).max(1));
         imageops::resize(&image, nw, nh, FilterType::Triangle)
     } else {
         image

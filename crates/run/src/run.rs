@@ -487,7 +487,9 @@ pub(crate) fn open_detector(model: &Path, threads: usize) -> Result<headroom_inf
 /// `best.onnx`, or the evaluation fails: the run has finished either way.
 fn best_validation(spec: &RunSpec, dir: &Path, inputs: &Inputs, threads: usize) -> Option<Metrics> {
     if spec.remap.is_some() {
-        tracing::debug!("--remap: no final validation of best.onnx (the dataset's classes are not the model's)");
+        tracing::debug!(
+            "--remap: no final validation of best.onnx (the dataset's classes are not the model's)"
+        );
         return None;
     }
     let best = dir.join("best.onnx");

@@ -34,14 +34,20 @@ fn boxes_of(soft: &SoftScores, width: u32, height: u32) -> Vec<PreviewBox> {
 /// Writes [`PREVIEW_FILE`] into `out` from the finished images among `jobs` (`finished[i]`: job
 /// `i` is labelled, by this run or an earlier one). Images that cannot be read are left out.
 /// Returns the file written, or `None` when no image could be shown.
-pub fn write_preview(out: &Path, jobs: &[Job], finished: &[bool], names: &[String]) -> Result<Option<PathBuf>> {
+pub fn write_preview(
+    out: &Path,
+    jobs: &[Job],
+    finished: &[bool],
+    names: &[String],
+) -> Result<Option<PathBuf>> {
     let done: Vec<usize> = (0..jobs.len()).filter(|&i| finished.get(i).copied().unwrap_or(false)).collect();
     let mut tiles = Vec::new();
     for pick in preview_picks(done.len()) {
         let i = done[pick];
         let job = &jobs[i];
         // A finished image's soft-score file always reads.
-        let tile = read_soft_scores(&job.scores).and_then(|soft| read_tile(&job.source, |w, h| boxes_of(&soft, w, h)));
+        let tile = read_soft_scores(&job.scores)
+            .and_then(|soft| read_tile(&job.source, |w, h| boxes_of(&soft, w, h)));
         match tile {
             Ok(mut tile) => {
                 tile.boxes.retain(|b| b.class < names.len());
