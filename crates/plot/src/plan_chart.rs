@@ -234,3 +234,117 @@ fn legend(area: &canvas::Area, plan: &PlanChart, budget_on_scale: bool) -> DrawR
         None => line(&|_| Ok(()), "no rung fits the budget".to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pixels;
+
+    fn rung(label: &str, parts: &[(&str, f64)]) -> PlanRung {
+        PlanRung { label: label.into(), components: parts.iter().map(|&(n, v)| (n.to_string(), v)).collect() }
+    }
+
+    /// Two rungs: runtime 100 + eval 50, runtime 200 + eval 0; the budget at 250 MiB.
+    fn two_rungs(budget_mib: f64) -> PlanChart {
+        PlanChart {
+            title: "test".into(),
+            budget_mib,
+            rungs: vec![
+                rung("start", &[("runtime", 100.0), ("eval", 50.0)]),
+                rung("batch 8", &[("runtime", 200.0), ("eval", 0.0)]),
+            ],
+            chosen: Some(0),
+        }
+    }
+
+    /// Per row, the longest run of `colour` pixels, where it is longer than any glyph's stroke
+    /// (the legend's swatches are 22 wide, bars far longer).
+    fn widths(image: &image::RgbImage, colour: RGBColor) -> Vec<usize> {
+        (0..image.height())
+            .map(|y| pixels::longest_run(image, y, pixels::rgb(colour)).1 as usize)
+            .filter(|&n| n > 30)
+            .collect()
+    }
+
+    #[test]
+    fn bars_are_to_scale_with_their_own_colours_the_budget_line_and_the_chosen_outline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("plan.png");
+        write_plan_chart(&path, &two_rungs(250.0)).expect("chart");
+        let image = pixels::open(&path);
+        assert_eq!(image.width(), PLAN_WIDTH);
+        assert_eq!(pixels::listing(dir.path()), ["plan.png"], "no temporaries left");
+
+        let runtime = widths(&image, COLOURS[0]);
+        let (short, long) = (runtime.iter().min().copied(), runtime.iter().max().copied());
+        let (short, long) = (short.expect("runtime drawn") as f64, long.expect("runtime drawn") as f64);
+        assert!((long / short - 2.0).abs() < 0.04, "runtime 200 vs 100 MiB: {long} vs {short} pixels");
+        // The second component (eval here) in the second colour, half the short runtime bar.
+        let eval = widths(&image, COLOURS[1]);
+        let eval = eval.iter().max().copied().expect("eval drawn") as f64;
+        assert!((eval / short - 0.5).abs() < 0.04, "eval 50 vs runtime 100 MiB: {eval} vs {short} pixels");
+        // The budget: a vertical red line at 250 MiB, 1.25 times the unframed 200 MiB bar from 0.
+        let red = pixels::columns_with(&image, pixels::rgb(BUDGET), 40);
+        let grey = pixels::rgb(COLOURS[0]);
+        let bar_row = pixels::rows_with(&image, grey, long as usize, 0, PLAN_WIDTH - LEGEND_WIDTH)[0];
+        let zero = f64::from(pixels::longest_run(&image, bar_row, grey).0);
+        let budget = pixels::centre(&red, "the budget line");
+        assert!(
+            (budget - (zero + 1.25 * long)).abs() <= 2.0,
+            "budget at x {budget}, 0 at {zero}, 200 MiB {long} px"
+        );
+        // The chosen rung (150 MiB) is framed: black runs of its length above and below it, 3 px
+        // thick each (the axis is a longer run, the ticks shorter).
+        let framed = 0.75 * long;
+        let edges = (0..image.height())
+            .filter(|&y| {
+                let run = f64::from(pixels::longest_run(&image, y, pixels::rgb(BLACK)).1);
+                (run - framed).abs() <= 4.0
+            })
+            .count();
+        assert!(edges >= 6, "{edges} rows hold a black run of {framed} px");
+    }
+
+    #[test]
+    fn every_component_has_its_own_colour() {
+        for (i, a) in COLOURS.iter().enumerate() {
+            assert_ne!(*a, BUDGET, "component {i} looks like the budget");
+            for b in &COLOURS[i + 1..] {
+                assert_ne!(a, b, "two components share a colour");
+            }
+        }
+    }
+
+    #[test]
+    fn a_budget_far_above_the_bars_leaves_the_scale_to_the_bars() {
+        let (end, on_scale) = x_end(&two_rungs(10_000.0));
+        assert!(!on_scale && (end - 200.0 * 1.18).abs() < 1e-9, "{end} {on_scale}");
+        let (end, on_scale) = x_end(&two_rungs(250.0));
+        assert!(on_scale && (end - 250.0 * 1.18).abs() < 1e-9, "{end} {on_scale}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("plan.png");
+        write_plan_chart(&path, &two_rungs(10_000.0)).expect("chart");
+        let image = pixels::open(&path);
+        assert!(pixels::columns_with(&image, pixels::rgb(BUDGET), 40).is_empty(), "no budget line drawn");
+        let long = widths(&image, COLOURS[0]).into_iter().max().expect("bars") as f64;
+        let plot = f64::from(PLAN_WIDTH - LEGEND_WIDTH - 130 - 28);
+        assert!(long > 0.7 * plot, "the longest bar spans {long} of about {plot} pixels");
+    }
+
+    #[test]
+    fn bad_plans_are_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("plan.png");
+        let empty = PlanChart { rungs: Vec::new(), ..two_rungs(250.0) };
+        let message = write_plan_chart(&path, &empty).expect_err("no rungs").to_string();
+        assert!(message.contains("no rungs"), "{message}");
+        let chosen = PlanChart { chosen: Some(2), ..two_rungs(250.0) };
+        let message = write_plan_chart(&path, &chosen).expect_err("chosen past the end").to_string();
+        assert!(message.contains("chosen rung 2") && message.contains("2 rungs"), "{message}");
+        let mut negative = two_rungs(250.0);
+        negative.rungs[1].components[0].1 = -1.0;
+        let message = write_plan_chart(&path, &negative).expect_err("negative").to_string();
+        assert!(message.contains("`batch 8`") && message.contains("`runtime`"), "{message}");
+        assert!(pixels::listing(dir.path()).is_empty(), "nothing written");
+    }
+}
