@@ -15,6 +15,8 @@ mod canvas;
 mod confusion;
 mod error;
 mod mosaic;
+#[cfg(test)]
+mod pixels;
 mod plan_chart;
 mod plots;
 mod pr_curve;

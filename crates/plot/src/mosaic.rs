@@ -71,7 +71,8 @@ pub fn class_colour(class: usize) -> [u8; 3] {
 
 /// Ultralytics' `val_batch0_pred.jpg` / labels mosaic: the first [`MAX_TILES`] tiles in a grid of
 /// `ceil(sqrt(n))` columns (4x4 for 16), as many rows as needed; each tile scaled, aspect kept, to
-/// fit a square cell (the largest tile's side, the mosaic at most [`MAX_SIDE`] wide) and centred on
+/// fit a cell (the widest tile's width, the highest tile's height, shrunk so that the mosaic is
+/// at most [`MAX_SIDE`] on a side) and centred on
 /// white; boxes in the class's [`PALETTE`] colour with a "name" or "name 0.87" tag. The format
 /// follows the extension (.jpg or .png). Written atomically.
 ///
@@ -120,11 +121,12 @@ fn check(tiles: &[Tile], names: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The grid.
+/// The grid: `columns` x `rows` cells of `cell_width` x `cell_height` pixels.
 struct Layout {
     columns: u32,
     rows: u32,
-    cell: u32,
+    cell_width: u32,
+    cell_height: u32,
 }
 
 /// Where a tile landed: its top-left pixel in the mosaic and its scale.
@@ -136,37 +138,43 @@ struct Placed {
 }
 
 impl Layout {
+    /// Cells as wide as the widest tile and as high as the highest, shrunk (never grown) so that
+    /// the mosaic's longer side is at most [`MAX_SIDE`].
     fn new(tiles: &[Tile]) -> Layout {
         let n = tiles.len() as u32;
         let columns = (f64::from(n).sqrt().ceil() as u32).max(1);
         let rows = n.div_ceil(columns);
-        let largest = tiles.iter().map(|t| t.image.width().max(t.image.height())).max().unwrap_or(1);
-        let cell = largest.min(MAX_SIDE / columns).max(1);
-        Layout { columns, rows, cell }
+        let widest = tiles.iter().map(|t| t.image.width()).max().unwrap_or(1);
+        let highest = tiles.iter().map(|t| t.image.height()).max().unwrap_or(1);
+        let longest = f64::from((columns * widest).max(rows * highest));
+        let shrink = (f64::from(MAX_SIDE) / longest).min(1.0);
+        let side = |v: u32| ((f64::from(v) * shrink).floor() as u32).max(1);
+        Layout { columns, rows, cell_width: side(widest), cell_height: side(highest) }
     }
 
     fn width(&self) -> u32 {
-        self.columns * self.cell
+        self.columns * self.cell_width
     }
 
     fn height(&self) -> u32 {
-        self.rows * self.cell
+        self.rows * self.cell_height
     }
 
     /// Top-left pixel of cell `i`.
     fn cell_corner(&self, i: usize) -> (u32, u32) {
         let i = i as u32;
-        ((i % self.columns) * self.cell, (i / self.columns) * self.cell)
+        ((i % self.columns) * self.cell_width, (i / self.columns) * self.cell_height)
     }
 
-    /// Copies `tile` into its cell, scaled to fit and centred.
+    /// Copies `tile` into its cell, scaled to fit (aspect kept) and centred.
     fn place(&self, mosaic: &mut RgbImage, i: usize, tile: &Tile) -> Placed {
         let (w, h) = tile.image.dimensions();
-        let scale = (f64::from(self.cell) / f64::from(w)).min(f64::from(self.cell) / f64::from(h));
-        let sw = ((f64::from(w) * scale).round() as u32).clamp(1, self.cell);
-        let sh = ((f64::from(h) * scale).round() as u32).clamp(1, self.cell);
+        let scale =
+            (f64::from(self.cell_width) / f64::from(w)).min(f64::from(self.cell_height) / f64::from(h));
+        let sw = ((f64::from(w) * scale).round() as u32).clamp(1, self.cell_width);
+        let sh = ((f64::from(h) * scale).round() as u32).clamp(1, self.cell_height);
         let (cx, cy) = self.cell_corner(i);
-        let (x, y) = (cx + (self.cell - sw) / 2, cy + (self.cell - sh) / 2);
+        let (x, y) = (cx + (self.cell_width - sw) / 2, cy + (self.cell_height - sh) / 2);
         if (sw, sh) == (w, h) {
             imageops::replace(mosaic, &tile.image, i64::from(x), i64::from(y));
         } else {
@@ -191,12 +199,14 @@ fn annotate(
     placed: &[Placed],
     names: &[String],
 ) -> DrawResult {
-    let line = ((f64::from(layout.cell) * 0.004).round() as u32).max(2);
-    let text_size = (f64::from(layout.cell) / 30.0).clamp(11.0, 22.0);
+    let cell_side = layout.cell_width.max(layout.cell_height);
+    let line = ((f64::from(cell_side) * 0.004).round() as u32).max(2);
+    let text_size = (f64::from(cell_side) / 30.0).clamp(11.0, 22.0);
     for (i, (tile, at)) in tiles.iter().zip(placed).enumerate() {
         let (cx, cy) = layout.cell_corner(i);
-        let (cx, cy, side) = (cx as i32, cy as i32, layout.cell as i32);
-        let cell = root.clone().shrink((cx, cy), (layout.cell, layout.cell));
+        let (cx, cy) = (cx as i32, cy as i32);
+        let size = (layout.cell_width, layout.cell_height);
+        let cell = root.clone().shrink((cx, cy), size);
         for drawn in &tile.boxes {
             let colour = class_colour(drawn.class);
             let rgb = RGBColor(colour[0], colour[1], colour[2]);
@@ -212,15 +222,17 @@ fn annotate(
             tag(&cell, &text, (x1, y1), rgb, ink_on(colour), text_size)?;
         }
         if let Some(title) = &tile.title {
-            tag(&cell, title, (4, 4 + text_size as i32 + 6), RGBColor(40, 40, 40), WHITE, text_size)?;
+            let corner = (at.x - cx + 2, at.y - cy + text_size as i32 + 6);
+            tag(&cell, title, corner, RGBColor(40, 40, 40), WHITE, text_size)?;
         }
-        root.draw(&Rectangle::new([(cx, cy), (cx + side, cy + side)], WHITE.stroke_width(2)))?;
+        let corner = (cx + size.0 as i32, cy + size.1 as i32);
+        root.draw(&Rectangle::new([(cx, cy), corner], WHITE.stroke_width(2)))?;
     }
     Ok(())
 }
 
-/// `text` on a filled `background` whose bottom-left is `corner` (moved inside the cell when it
-/// would leave it at the top).
+/// `text` on a filled `background` whose bottom-left is `corner`, moved inside the cell when it
+/// would leave it at the top or on the right.
 fn tag(
     cell: &canvas::Area,
     text: &str,
@@ -231,9 +243,13 @@ fn tag(
 ) -> DrawResult {
     let (w, h) = canvas::text_size(text, size)?;
     let (w, h) = (w as i32 + 6, h as i32 + 4);
-    let (x, mut y) = corner;
+    let (mut x, mut y) = corner;
     if y - h < 0 {
         y += h;
+    }
+    let width = cell.dim_in_pixel().0 as i32;
+    if x + w > width {
+        x = (width - w).max(0);
     }
     cell.draw(&Rectangle::new([(x, y - h), (x + w, y)], background.filled()))?;
     let style =

@@ -98,6 +98,8 @@ struct EpochOutputs<'a> {
     base_sha: &'a str,
     part: &'a str,
     threads: usize,
+    /// The budget and the planner's estimate, drawn on `memory.png`.
+    memory_lines: headroom_plot::MemoryLines,
 }
 
 /// The model a run trains from: the student's file, re-normalised when the spec asks.
@@ -280,6 +282,7 @@ fn execute(
         base_sha: &start.base_sha,
         part: &part,
         threads: options.threads,
+        memory_lines: planner::memory_lines(&spec, &estimate),
     };
     let Some((best, ended)) =
         train_epochs(&mut trainer, &mut spec, &outputs, &start.inputs, options, observer)?
@@ -452,7 +455,7 @@ fn finish_epoch(
         headroom_core::fsio::write_atomic(&out.dir.join("best.onnx"), &written)?;
     }
     let csv = folder::append_metrics(out.dir, &stats, &metrics, folder::peak_rss_mb().unwrap_or(0.0))?;
-    if let Err(e) = headroom_plot::write_plots(&csv, out.dir, &headroom_plot::MemoryLines::default()) {
+    if let Err(e) = headroom_plot::write_plots(&csv, out.dir, &out.memory_lines) {
         tracing::warn!("plots of {}: {e}", out.dir.display());
     }
     trainer.save_checkpoint(&out.dir.join("ckpt/last.pt"))?;
