@@ -322,6 +322,12 @@ mod with_libraries {
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
         let config = std::fs::read_to_string(project.join("remapped/config.toml")).expect("config");
         assert!(config.contains("remap = \"disc=circle,1=1,triangle=drop\""), "{config}");
+        // The dataset's classes are not the model's: no final validation, no pictures of it.
+        for file in headroom_run::folder::VAL_PLOT_FILES {
+            assert!(!project.join("remapped").join(file).exists(), "{file} with --remap");
+        }
+        let results = std::fs::read_to_string(project.join("remapped/results.json")).expect("results");
+        assert!(results.contains("\"best_val\": null"), "{results}");
     }
 
     /// Every family trains its head at batch 2, also the static exports whose attention layers hold

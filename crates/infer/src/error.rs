@@ -122,4 +122,7 @@ pub enum Error {
     /// A model error from `headroom-onnx`.
     #[error(transparent)]
     Onnx(#[from] headroom_onnx::Error),
+    /// A picture that could not be drawn or written (`headroom-plot`).
+    #[error(transparent)]
+    Plot(#[from] headroom_plot::Error),
 }

@@ -11,11 +11,12 @@ use std::path::PathBuf;
 #[cfg(feature = "onnxruntime")]
 use std::time::Instant;
 
+use headroom_core::boxes::Detection;
 #[cfg(feature = "onnxruntime")]
 use headroom_core::boxes::Xyxy;
 #[cfg(feature = "onnxruntime")]
 use headroom_core::dataset::ImageRecord;
-use headroom_core::metrics::{DetectionStats, Metrics};
+use headroom_core::metrics::{ConfusionMatrix, DetectionStats, Metrics};
 use headroom_core::preprocess::Preprocess;
 use serde::Serialize;
 
@@ -45,6 +46,15 @@ pub struct EvalReport {
     /// model again.
     #[serde(skip)]
     pub stats: DetectionStats,
+    /// The confusion matrix of the same matches' images ([`ConfusionMatrix::new`]: detections above
+    /// 0.25, IoU above 0.45), in the pixels where the metrics match (not serialised): what
+    /// `confusion_matrix.png` draws.
+    #[serde(skip)]
+    pub confusion: ConfusionMatrix,
+    /// The detections of the first [`crate::preview::MOSAIC_IMAGES`] images, in the original
+    /// image's pixels (not serialised): what `val_batch0_pred.jpg` draws.
+    #[serde(skip)]
+    pub first_detections: Vec<Vec<Detection>>,
 }
 
 /// Checks that a model's class names fit a dataset's: same count (an error otherwise); a warning
@@ -108,6 +118,8 @@ pub fn evaluate(
     check_classes(detector.metadata().names.as_deref(), names)?;
     let start = Instant::now();
     let mut stats = DetectionStats::new();
+    let mut confusion = ConfusionMatrix::new(names.len());
+    let mut first_detections = Vec::new();
     for (i, record) in images.iter().enumerate() {
         let image = headroom_core::imageio::read_rgb(&record.image)?;
         let geometry = detector.input_geometry(preprocess, image.width(), image.height());
@@ -122,7 +134,16 @@ pub fn evaluate(
                 record.labels.iter().map(|l| (l.class, l.to_pixels(w, h))).collect()
             }
         };
+        if i < crate::preview::MOSAIC_IMAGES {
+            // Predict's are unmapped already.
+            let mut original = detections.clone();
+            if preprocess == Preprocess::Val {
+                original.iter_mut().for_each(|d| d.bbox = geometry.unmap(d.bbox));
+            }
+            first_detections.push(original);
+        }
         stats.add_image(&detections, &truth);
+        confusion.add_image(&detections, &truth)?;
         progress(i + 1);
     }
     let metrics = stats.finish(names.len())?;
@@ -135,6 +156,8 @@ pub fn evaluate(
         metrics,
         seconds: start.elapsed().as_secs_f64(),
         stats,
+        confusion,
+        first_detections,
     })
 }
 

@@ -11,6 +11,7 @@
 //! - [`label`]: pseudo-labelling a folder of images with a teacher (`headroom label`).
 //! - [`calibrate`]: INT8 calibration statistics through ONNX Runtime (`headroom export --int8`).
 //! - [`soft_scores`] (pure): the per-image soft-score file format.
+//! - [`preview`] (pure): mosaics of images with their boxes (val predictions and labels, pseudo-labels).
 
 #[cfg(feature = "onnxruntime")]
 pub mod calibrate;
@@ -20,6 +21,7 @@ pub mod detector;
 mod error;
 pub mod eval;
 pub mod label;
+pub mod preview;
 #[cfg(feature = "onnxruntime")]
 pub mod probe;
 pub mod provider;

@@ -1,6 +1,7 @@
 //! The run folder `runs/train/<name>/`: its name, its lock, and the files a run keeps there besides
 //! checkpoints: `metrics.csv` (one row per epoch; rows after the last checkpoint are redone on
-//! resume), `run.log` (steps down) and `results.json`. Every file is written atomically.
+//! resume), `run.log` (steps down), `results.json` and the pictures of the last validation
+//! ([`VAL_PLOT_FILES`]). Every file is written atomically.
 
 use std::path::{Path, PathBuf};
 
@@ -16,8 +17,23 @@ pub const RESULTS_FILE: &str = "results.json";
 const METRICS_FILE: &str = "metrics.csv";
 const METRICS_HEADER: &str = "epoch,box_loss,cls_loss,dfl_loss,kd_loss,lr,bad_steps,seconds,peak_rss_mb,precision,recall,map50,map50_95,fitness\n";
 
+/// Precision against recall per class at IoU 0.5 of `best.onnx` on the val split (Ultralytics 8.4's
+/// name in a detection run).
+pub const PR_CURVE_FILE: &str = "BoxPR_curve.png";
+/// Predicted class against true class of `best.onnx` on the val split, counts.
+pub const CONFUSION_FILE: &str = "confusion_matrix.png";
+/// The same, each true class's column as shares.
+pub const CONFUSION_NORMALIZED_FILE: &str = "confusion_matrix_normalized.png";
+/// The first 16 val images with `best.onnx`'s predictions above 0.25.
+pub const PREDICTIONS_MOSAIC_FILE: &str = "val_batch0_pred.jpg";
+/// The same images with their labels.
+pub const LABELS_MOSAIC_FILE: &str = "val_batch0_labels.jpg";
+/// The pictures of a finished run's last validation.
+pub const VAL_PLOT_FILES: [&str; 5] =
+    [PR_CURVE_FILE, CONFUSION_FILE, CONFUSION_NORMALIZED_FILE, PREDICTIONS_MOSAIC_FILE, LABELS_MOSAIC_FILE];
+
 /// The files of a run folder whose atomic-write temporaries a run sweeps on start.
-pub const RUN_FILES: [&str; 11] = [
+pub const RUN_FILES: [&str; 16] = [
     "renorm.onnx",
     "config.toml",
     "metrics.csv",
@@ -29,6 +45,11 @@ pub const RUN_FILES: [&str; 11] = [
     "map.png",
     "lr.png",
     "memory.png",
+    PR_CURVE_FILE,
+    CONFUSION_FILE,
+    CONFUSION_NORMALIZED_FILE,
+    PREDICTIONS_MOSAIC_FILE,
+    LABELS_MOSAIC_FILE,
 ];
 
 /// The files of the run's `ckpt/`.

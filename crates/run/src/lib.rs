@@ -6,6 +6,8 @@
 //!   epochs, validation in ONNX Runtime, `best.onnx`/`last.onnx`, metrics, plots, checkpoints,
 //!   out-of-memory step-down, stop requests — reporting through an [`observer::Observer`].
 //! - [`folder`]: the run folder's files besides checkpoints.
+//! - `val_plots`: `best.onnx` validated at the end, with Ultralytics' PR curve, confusion matrices
+//!   and val mosaics.
 //!
 //! The run needs libtorch and ONNX Runtime (features `libtorch`, `onnxruntime`, on by default);
 //! without them the spec and the folder's files still build.
@@ -28,5 +30,7 @@ pub mod run;
 pub mod teacher;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 mod trunk;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod val_plots;
 
 pub use error::{Error, Result};

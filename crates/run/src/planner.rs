@@ -1,6 +1,6 @@
 //! The memory planner's view of a run (`headroom-plan`): the [`Setup`] a spec trains with, and the
 //! planner's estimate of it on a device preset, recorded in `results.json` beside the run's
-//! measured peak.
+//! measured peak and drawn on `memory.png` with the budget ([`memory_lines`]).
 
 use headroom_core::dataset::ImageRecord;
 use headroom_onnx::inspect::Inspection;
@@ -8,7 +8,7 @@ use headroom_onnx::{Model, Trainable};
 use headroom_plan::{DevicePreset, Optimizer, Planner, Setup, TrunkRuntime};
 use headroom_train::config::{OptimizerKind, TrainConfig};
 
-use crate::spec::TrunkKind;
+use crate::spec::{RunSpec, TrunkKind};
 
 /// The planner's view of a run's settings.
 pub fn setup_of(
@@ -63,5 +63,50 @@ pub fn estimate_json(
             })
         }
         Err(e) => serde_json::json!({ "device": preset.name, "error": e.to_string() }),
+    }
+}
+
+/// What `memory.png` shows beside the measured peak, in MiB like `peak_rss_mb`: the budget the run
+/// was planned for (`--plan auto`), else that of the device preset it names (none for `cpu`,
+/// `cuda`: no budget was given), and the planner's estimate for this run when it has one.
+pub fn memory_lines(spec: &RunSpec, estimate: &serde_json::Value) -> headroom_plot::MemoryLines {
+    let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
+    let budget = match (&spec.plan, &spec.device_preset) {
+        (Some(plan), _) => Some(plan.budget),
+        (None, Some(preset)) => Some(preset.budget_bytes()),
+        (None, None) => None,
+    };
+    headroom_plot::MemoryLines { budget_mb: budget.map(mib), estimate_mb: estimate["estimate_mb"].as_f64() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_lines_take_the_planned_budget_then_the_preset_and_none_for_cpu() {
+        let devices = headroom_plan::builtin_devices().expect("builtins");
+        let nano = headroom_plan::find_device(&devices, "orin-nano-8").expect("preset").clone();
+        let estimate = serde_json::json!({ "device": "orin-nano-8", "estimate_mb": 812.5 });
+        let base = RunSpec::new("m.onnx".into(), "d/data.yaml".into());
+
+        let cpu = memory_lines(&base, &estimate);
+        assert_eq!(cpu, headroom_plot::MemoryLines { budget_mb: None, estimate_mb: Some(812.5) });
+
+        let preset = RunSpec { device_preset: Some(nano.clone()), ..base.clone() };
+        let expected = nano.budget_bytes() as f64 / 1048576.0;
+        assert_eq!(memory_lines(&preset, &estimate).budget_mb, Some(expected));
+
+        let choice = crate::spec::PlanChoice {
+            device: nano.name.clone(),
+            budget: 3 << 30,
+            rung: "start".into(),
+            estimate: 900 << 20,
+        };
+        let planned = RunSpec { plan: Some(choice), ..preset };
+        assert_eq!(memory_lines(&planned, &estimate).budget_mb, Some(3072.0), "--plan auto's budget wins");
+
+        let failed = serde_json::json!({ "device": "cpu", "error": "no estimate" });
+        assert_eq!(memory_lines(&base, &failed), headroom_plot::MemoryLines::default());
     }
 }

@@ -2,13 +2,16 @@
 //! folder created and locked, the trainer given its trunk, checkpoints, out-of-memory step-down,
 //! memory cap and stop request; then each epoch trained, its averaged weights written back into
 //! the same ONNX file (`last.onnx`), validated in ONNX Runtime (what ships is what is measured),
-//! kept as `best.onnx` when better, its metrics row and plots written and a checkpoint saved.
+//! kept as `best.onnx` when better, its metrics row and plots written and a checkpoint saved; at
+//! the end `best.onnx` validated once more, with Ultralytics' end-of-run pictures
+//! ([`crate::val_plots`]).
 
 use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use headroom_core::metrics::Metrics;
 use headroom_onnx::Model;
 use headroom_train::Student;
 use headroom_train::loss::LossConfig;
@@ -95,6 +98,8 @@ struct EpochOutputs<'a> {
     base_sha: &'a str,
     part: &'a str,
     threads: usize,
+    /// The budget and the planner's estimate, drawn on `memory.png`.
+    memory_lines: headroom_plot::MemoryLines,
 }
 
 /// The model a run trains from: the student's file, re-normalised when the spec asks.
@@ -277,6 +282,7 @@ fn execute(
         base_sha: &start.base_sha,
         part: &part,
         threads: options.threads,
+        memory_lines: planner::memory_lines(&spec, &estimate),
     };
     let Some((best, ended)) =
         train_epochs(&mut trainer, &mut spec, &outputs, &start.inputs, options, observer)?
@@ -284,6 +290,8 @@ fn execute(
         return Ok(RunEnd::Interrupted);
     };
     let peak = folder::peak_rss_mb();
+    // After the peak is read: the planner's check is of the training, as before.
+    let best_val = best_validation(&spec, dir, &start.inputs, options.threads);
     if let (Some(estimate_mb), Some(peak)) = (estimate["estimate_mb"].as_f64(), peak) {
         // Every run checks the planner: its estimate against this run's measured peak.
         estimate["error_pct_vs_peak_rss"] = (((estimate_mb - peak) / peak * 1000.0).round() / 10.0).into();
@@ -295,6 +303,7 @@ fn execute(
         "stopped_early": ended.stopped_early,
         "best_epoch": ended.best_epoch,
         "best_fitness": best,
+        "best_val": best_val,
         "best": dir.join("best.onnx"),
         "last": dir.join("last.onnx"),
         "peak_rss_mb": peak,
@@ -445,7 +454,7 @@ fn finish_epoch(
         headroom_core::fsio::write_atomic(&out.dir.join("best.onnx"), &written)?;
     }
     let csv = folder::append_metrics(out.dir, &stats, &metrics, folder::peak_rss_mb().unwrap_or(0.0))?;
-    if let Err(e) = headroom_train::plots::write_plots(&csv, out.dir) {
+    if let Err(e) = headroom_plot::write_plots(&csv, out.dir, &out.memory_lines) {
         tracing::warn!("plots of {}: {e}", out.dir.display());
     }
     trainer.save_checkpoint(&out.dir.join("ckpt/last.pt"))?;
@@ -460,13 +469,43 @@ fn evaluate(
     images: &[headroom_core::dataset::ImageRecord],
     threads: usize,
 ) -> Result<headroom_core::metrics::Metrics> {
+    let mut detector = open_detector(model, threads)?;
+    Ok(headroom_infer::eval::val_metrics(&mut detector, images, names)?)
+}
+
+/// An ONNX Runtime session of `model` for validation, on `threads` threads (0: its default).
+pub(crate) fn open_detector(model: &Path, threads: usize) -> Result<headroom_infer::detector::Detector> {
     let options = headroom_infer::provider::SessionOptions {
         intra_threads: threads,
         spinning: false,
         ..Default::default()
     };
-    let mut detector = headroom_infer::detector::Detector::open(model, &options)?;
-    Ok(headroom_infer::eval::val_metrics(&mut detector, images, names)?)
+    Ok(headroom_infer::detector::Detector::open(model, &options)?)
+}
+
+/// `best.onnx` once more on the val split, as Ultralytics validates the best weights at the end: its
+/// metrics (for `results.json`) and the pictures of [`crate::val_plots`]. `None`, with a line in
+/// the log, when the run used `--remap` (the dataset's classes are not the model's), has no
+/// `best.onnx`, or the evaluation fails: the run has finished either way.
+fn best_validation(spec: &RunSpec, dir: &Path, inputs: &Inputs, threads: usize) -> Option<Metrics> {
+    if spec.remap.is_some() {
+        tracing::debug!(
+            "--remap: no final validation of best.onnx (the dataset's classes are not the model's)"
+        );
+        return None;
+    }
+    let best = dir.join("best.onnx");
+    if !best.exists() {
+        return None;
+    }
+    tracing::debug!("validating {} on {} val images", best.display(), inputs.val.len());
+    match crate::val_plots::final_validation(dir, &best, &inputs.data.names, &inputs.val, threads) {
+        Ok(metrics) => Some(metrics),
+        Err(e) => {
+            tracing::warn!("validating {} at the end of the run: {e}", best.display());
+            None
+        }
+    }
 }
 
 /// Removes the temporaries that a killed run of this folder left behind (its own files only).

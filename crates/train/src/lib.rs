@@ -36,8 +36,6 @@ mod lower;
 pub mod memory_guard;
 #[cfg(feature = "libtorch")]
 pub mod optim;
-pub mod plan_chart;
-pub mod plots;
 #[cfg(feature = "libtorch")]
 pub mod probe;
 pub mod schedule;

@@ -193,6 +193,10 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
         for s in &manifest.skipped {
             println!("skipped {}: {}", s.path.display(), s.reason);
         }
+        let preview = args.out.join(headroom_infer::label::preview::PREVIEW_FILE);
+        if preview.exists() {
+            println!("preview: {}", preview.display());
+        }
         println!("dataset: {}", args.out.join("data.yaml").display());
     }
     Ok(Outcome::Success)

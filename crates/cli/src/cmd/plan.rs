@@ -115,7 +115,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let plan = headroom_plan::plan(&mut planner, &start, budget.bytes, device.gpu)?;
     if let Some(path) = &args.chart {
         let title = format!("{} on {}", file_name(&args.model), device.name);
-        headroom_train::plan_chart::write_chart(&plan, &title, path)
+        headroom_plot::write_plan_chart(path, &plan_chart(&plan, title))
             .with_context(|| format!("drawing {}", path.display()))?;
     }
     if args.json {
@@ -249,6 +249,26 @@ pub fn train_flags(setup: &Setup) -> String {
 
 fn mib(bytes: u64) -> String {
     format!("{:.0}", bytes as f64 / f64::from(1u32 << 20))
+}
+
+/// `plan` as [`headroom_plot::write_plan_chart`] draws it: every size in MiB.
+fn plan_chart(plan: &Plan, title: String) -> headroom_plot::PlanChart {
+    let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
+    let rungs = plan
+        .candidates
+        .iter()
+        .map(|c| headroom_plot::PlanRung {
+            label: c.rung.clone(),
+            components: c
+                .estimate
+                .components
+                .at_peak()
+                .into_iter()
+                .map(|(name, bytes)| (name.to_string(), mib(bytes)))
+                .collect(),
+        })
+        .collect();
+    headroom_plot::PlanChart { title, budget_mib: mib(plan.budget), rungs, chosen: plan.chosen }
 }
 
 fn table(model: &Path, device: &DevicePreset, budget: &Budget, plan: &Plan) -> String {

@@ -330,11 +330,11 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             if tracing::enabled!(tracing::Level::INFO) {
                 // As Ultralytics ends a run: best.onnx validated, per class.
                 if let Some(run) = results["run"].as_str() {
-                    eprintln!("\nvalidating {}...", Path::new(run).join("best.onnx").display());
+                    eprintln!("\nvalidated {}:", Path::new(run).join("best.onnx").display());
                 }
-                match best_table(&results, args.threads) {
+                match best_table(&results) {
                     Ok(table) => eprint!("{table}"),
-                    Err(e) => tracing::warn!("validating best.onnx for the summary table: {e:#}"),
+                    Err(e) => tracing::warn!("the summary table of best.onnx: {e:#}"),
                 }
                 eprintln!("{}", finished_line(&results));
             }
@@ -375,21 +375,19 @@ pub(super) fn refuse_fp16(path: &Path, model: &headroom_onnx::Model) -> anyhow::
     Ok(())
 }
 
-/// `best.onnx` of a finished run on its val split, per class (the table of `headroom eval`).
+/// `best.onnx` of a finished run on its val split, per class (the table of `headroom eval`), from
+/// the validation the run ended with (`results.json`'s `best_val`); empty when there was none
+/// (`--remap`: metrics.csv has the run's own validation).
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn best_table(results: &serde_json::Value, threads: usize) -> anyhow::Result<String> {
-    use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
+fn best_table(results: &serde_json::Value) -> anyhow::Result<String> {
+    use headroom_core::dataset::DataConfig;
+    let Some(best_val) = results.get("best_val").filter(|v| !v.is_null()) else {
+        return Ok(String::new());
+    };
+    let metrics: headroom_core::metrics::Metrics = serde_json::from_value(best_val.clone())?;
     let dir = PathBuf::from(results["run"].as_str().unwrap_or_default());
     let spec = headroom_run::spec::RunSpec::load(&dir)?;
-    if spec.remap.is_some() {
-        // The dataset's classes are not the model's: metrics.csv has the run's own validation.
-        return Ok(String::new());
-    }
     let config = DataConfig::load(&spec.data)?;
-    let split = load_split(&config, Split::Val, LoadOptions { strict: false })?;
-    let options = headroom_infer::provider::SessionOptions { intra_threads: threads, ..Default::default() };
-    let mut detector = headroom_infer::detector::Detector::open(&dir.join("best.onnx"), &options)?;
-    let metrics = headroom_infer::eval::val_metrics(&mut detector, &split.images, &config.names)?;
     Ok(super::eval::table(&metrics, &config.names))
 }
 

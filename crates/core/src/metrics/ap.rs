@@ -54,20 +54,7 @@ impl ApWork {
     /// [`compute_ap`] in these buffers.
     fn compute_ap(&mut self, recall: &[f64], precision: &[f64]) -> f64 {
         let Self { mrec, mpre, x, sampled, terms, .. } = self;
-        mrec.clear();
-        mrec.push(0.0);
-        mrec.extend_from_slice(recall);
-        mrec.push(recall.last().copied().unwrap_or(1.0));
-        mrec.push(1.0);
-        mpre.clear();
-        mpre.push(1.0);
-        mpre.extend_from_slice(precision);
-        mpre.extend([0.0, 0.0]);
-        // np.flip(np.maximum.accumulate(np.flip(mpre))); np.maximum propagates NaN.
-        for i in (0..mpre.len() - 1).rev() {
-            let (here, next) = (mpre[i], mpre[i + 1]);
-            mpre[i] = if here.is_nan() || next.is_nan() { f64::NAN } else { here.max(next) };
-        }
+        envelope(recall, precision, mrec, mpre);
         if x.is_empty() {
             *x = linspace_unit(AP_POINTS);
         }
@@ -77,11 +64,31 @@ impl ApWork {
     }
 }
 
+/// The `mrec` and `mpre` of `compute_ap` into `mrec` and `mpre`: the recall curve with sentinels
+/// (0 first, then the last recall again and 1) and the precision envelope over it (1 first, two 0s
+/// last, then the running maximum from the right).
+pub(super) fn envelope(recall: &[f64], precision: &[f64], mrec: &mut Vec<f64>, mpre: &mut Vec<f64>) {
+    mrec.clear();
+    mrec.push(0.0);
+    mrec.extend_from_slice(recall);
+    mrec.push(recall.last().copied().unwrap_or(1.0));
+    mrec.push(1.0);
+    mpre.clear();
+    mpre.push(1.0);
+    mpre.extend_from_slice(precision);
+    mpre.extend([0.0, 0.0]);
+    // np.flip(np.maximum.accumulate(np.flip(mpre))); np.maximum propagates NaN.
+    for i in (0..mpre.len() - 1).rev() {
+        let (here, next) = (mpre[i], mpre[i + 1]);
+        mpre[i] = if here.is_nan() || next.is_nan() { f64::NAN } else { here.max(next) };
+    }
+}
+
 /// `np.argsort(-conf)` made stable: decreasing confidence, equal confidences in input order, `NaN`
 /// last. numpy's default sort is not stable (with AVX-512 it is x86-simd-sort, whose order among
 /// equal keys depends on the CPU), so on equal confidences within one class Ultralytics' own
 /// numbers vary from machine to machine; a stable order is the reproducible choice.
-fn order_by_confidence(conf: &[f32]) -> Vec<usize> {
+pub(super) fn order_by_confidence(conf: &[f32]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..conf.len()).collect();
     order.sort_by(|&a, &b| super::score_descending(conf[a], conf[b]));
     order

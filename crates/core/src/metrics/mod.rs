@@ -14,6 +14,10 @@
 //! [`DetectionStats::finish`]. [`coco`] evaluates a COCO results file (Ultralytics'
 //! `predictions.json`) against YOLO labels.
 //!
+//! The data of Ultralytics' end-of-run plots: [`DetectionStats::pr_curves`] ([`pr_curves`], the
+//! PR curve per class of `ap_per_class`) and [`ConfusionMatrix`] (`ConfusionMatrix.process_batch`),
+//! fed the same images as [`DetectionStats`].
+//!
 //! Two places where numbers can differ from a given Ultralytics run, both documented where they
 //! happen: predictions with **equal confidences in the same class** (numpy's default sort is not
 //! stable and its order is CPU-dependent; we sort stably), and near-ties of the smoothed F1 peak
@@ -24,15 +28,21 @@
 mod ap;
 pub mod bootstrap;
 pub mod coco;
+mod confusion;
+mod curves;
 mod matching;
 mod numeric;
 
 #[cfg(test)]
 mod golden_tests;
+#[cfg(test)]
+mod plots_golden_tests;
 
 use serde::{Deserialize, Serialize};
 
 pub use ap::{AP_POINTS, ApPerClass, CURVE_POINTS, ap_per_class, compute_ap};
+pub use confusion::ConfusionMatrix;
+pub use curves::{PR_POINTS, PrCurves, pr_curves};
 pub use matching::{IOU_THRESHOLDS, IouMatrix, N_IOU, TruePositives, box_iou, match_predictions};
 
 use crate::boxes::{Detection, Xyxy};
@@ -192,6 +202,12 @@ impl DetectionStats {
         self.target_cls.extend(true_classes);
         self.push_end();
         tp
+    }
+
+    /// The PR curves of everything added (`ap_per_class`'s `prec_values`, what
+    /// `BoxPR_curve.png` plots).
+    pub fn pr_curves(&self) -> PrCurves {
+        pr_curves(&self.tp, &self.conf, &self.pred_cls, &self.target_cls)
     }
 
     /// Computes the metrics of everything added (`DetMetrics.process`). `nc` is the number of

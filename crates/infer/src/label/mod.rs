@@ -5,12 +5,14 @@
 //! - [`pipeline`] (feature `onnxruntime`): worker threads → inference → writer, bounded queues.
 //! - [`manifest`]: `manifest.json`, what a run did and with what.
 //! - [`split`]: the seeded, stable train/val split and the `data.yaml` that names it.
+//! - [`preview`]: `labels_preview.jpg`, some labelled images with their boxes.
 
 pub mod class_map;
 pub mod manifest;
 pub mod output;
 #[cfg(feature = "onnxruntime")]
 pub mod pipeline;
+pub mod preview;
 #[cfg(feature = "onnxruntime")]
 mod run;
 pub mod split;

@@ -178,6 +178,12 @@ pub fn label_folder(
         return Err(Error::Output { path: request.images.clone(), reason });
     }
     manifest.status = RunStatus::Complete;
+    let names = &manifest.settings.class_map.names;
+    match super::preview::write_preview(&request.out, &jobs, &finished, names) {
+        Ok(Some(path)) => tracing::debug!("wrote {}", path.display()),
+        Ok(None) => tracing::debug!("no labelled image to preview"),
+        Err(e) => tracing::warn!("{}: {e}", super::preview::PREVIEW_FILE),
+    }
     for conflict in &manifest.conflicts {
         tracing::warn!(
             "{}: a human label exists; the teacher's labels are in {}",
@@ -319,7 +325,13 @@ fn prepare_output(out: &Path, manifest: &LabelManifest, force: bool) -> Result<(
         let reason = format!("{why}; label into a new --out, or pass --force to relabel every image");
         return Err(Error::Output { path: out.join(super::manifest::MANIFEST_FILE), reason });
     }
-    let top_level = ["data.yaml", split::TRAIN_LIST, split::VAL_LIST, super::manifest::MANIFEST_FILE];
+    let top_level = [
+        "data.yaml",
+        split::TRAIN_LIST,
+        split::VAL_LIST,
+        super::manifest::MANIFEST_FILE,
+        super::preview::PREVIEW_FILE,
+    ];
     let removed = output::remove_stale_temporaries(&out.join("labels"))
         + output::remove_stale_temporaries(&out.join("images"))
         + headroom_core::fsio::remove_stale_temporaries(out, &top_level)?.len();
