@@ -47,9 +47,10 @@ pub struct Args {
     /// gained on new and old scenes; with the head alone it lost (docs/TRAIN.md).
     #[arg(long, default_value = "64", value_parser = nbs_arg, value_name = "auto|N")]
     pub nbs: Nbs,
-    /// Optimiser: auto (Ultralytics' rule: AdamW at 0.002·5/(4+nc), momentum 0.9, for runs under
-    /// 10,000 iterations; SGD at 0.01 above), sgd (Nesterov momentum 0.937) or adamw. auto by
-    /// measurement: it kept and gained the most (docs/BENCHMARKS.md).
+    /// Optimiser: auto (AdamW at Ultralytics' 0.002·5/(4+nc), at most 0.002, momentum 0.9, for
+    /// runs of any length: unlike Ultralytics it never switches to SGD at 0.01 on long runs, which
+    /// wrecks a converged model), sgd (Nesterov momentum 0.937) or adamw. auto by measurement: it
+    /// kept and gained the most (docs/BENCHMARKS.md).
     #[arg(long, value_enum, default_value_t = OptimizerArg::Auto)]
     pub optimizer: OptimizerArg,
     /// Initial learning rate of sgd and adamw (warmup, then decay to lr0·0.01) [default: 1e-4;
@@ -218,7 +219,7 @@ pub(super) fn nbs_arg(text: &str) -> Result<Nbs, String> {
 /// `--optimizer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OptimizerArg {
-    /// Ultralytics' rule (AdamW for runs under 10,000 iterations).
+    /// AdamW at 0.002·5/(4+nc) for any run length (Ultralytics' short-run rule).
     Auto,
     /// SGD with Nesterov momentum.
     Sgd,

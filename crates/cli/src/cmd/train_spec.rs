@@ -126,8 +126,7 @@ pub fn spec_from_args(
                             "--lr0 {lr0} is ignored: --optimizer auto chooses the rate (use sgd or adamw to set it)"
                         );
                     }
-                    let images = train_images(&spec.data)?;
-                    *s = s.clone().with_auto_optimizer(images, inspection.classes);
+                    *s = s.clone().with_auto_optimizer(inspection.classes);
                     tracing::info!(
                         "--optimizer auto: {:?} lr0 {} momentum {}",
                         s.optimizer,
@@ -204,7 +203,7 @@ fn apply_setting_flags(
     Ok(())
 }
 
-/// Images in the train split of `data` (Ultralytics' optimiser rule counts them).
+/// Images in the train split of `data` (`--nbs auto` counts them).
 fn train_images(data: &Path) -> anyhow::Result<usize> {
     use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
     let config = DataConfig::load(data)?;
