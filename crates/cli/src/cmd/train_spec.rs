@@ -38,7 +38,14 @@ pub fn spec_from_args(
         spec.part = trainable.to_string();
     }
     if given("device") {
-        spec.device = args.device.clone();
+        spec.device = args.device.torch_text();
+    }
+    if given("board") || given("devices") {
+        spec.device_preset = match args.board.board.as_deref() {
+            Some(name) => Some(super::device_arg::resolve_board(name, args.board.devices.as_deref())?),
+            None if base.is_none() => None,
+            None => anyhow::bail!("--devices without --board: name the board the file adds"),
+        };
     }
     if given("replay") {
         spec.replay = args.replay.as_deref().map(|p| absolute("--replay", p)).transpose()?;
