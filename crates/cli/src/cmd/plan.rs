@@ -135,8 +135,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     if args.json {
         let json = serde_json::json!({
             "model": args.model,
-            "device": device,
-            "runs_on": runs_on.to_string(),
+            "board": device,
+            "device": runs_on.to_string(),
             "budget_source": budget.source,
             "plan": plan,
         });

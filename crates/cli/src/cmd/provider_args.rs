@@ -121,7 +121,10 @@ impl ProviderArgs {
         let Some(id) = self.device_id else { return Ok(self.device) };
         let id = usize::from(id);
         tracing::warn!("--device-id is deprecated: use --device cuda:{id}");
+        let cpu_only = self.ep.as_ref().is_some_and(|ep| ep.iter().all(|p| *p == ProviderArg::Cpu));
         match self.device {
+            // `--ep cpu --device-id N` was accepted and meant nothing; it still does.
+            DeviceArg::Auto if cpu_only => Ok(DeviceArg::Auto),
             DeviceArg::Auto => Ok(DeviceArg::Cuda(Some(id))),
             DeviceArg::Cuda(n) if n.unwrap_or(0) == id => Ok(DeviceArg::Cuda(Some(id))),
             other => {
