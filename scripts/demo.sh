@@ -76,7 +76,7 @@ times[label]=$SECONDS
 
 stage "headroom plan: training memory of the student on a Jetson Orin Nano 4GB, by configuration"
 mkdir -p "$out/report"
-"$bin" -q plan --model "$model" --device orin-nano-4 --train all --chart "$out/report/plan.png" \
+"$bin" -q plan --model "$model" --board orin-nano-4 --train all --chart "$out/report/plan.png" \
   || fail "headroom plan"
 times[plan]=$SECONDS
 
