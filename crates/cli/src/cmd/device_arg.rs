@@ -162,7 +162,7 @@ pub fn resolve_board(name: &str, devices_file: Option<&Path>) -> anyhow::Result<
     let devices = headroom_plan::load_all(devices_file)?;
     if name != "auto" {
         return headroom_plan::find_device(&devices, name)
-            .map(Clone::clone)
+            .cloned()
             .map_err(|e| anyhow::anyhow!("--board {name}: {e}"));
     }
     let (model, mem) = headroom_plan::read_board();
