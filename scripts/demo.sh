@@ -76,8 +76,10 @@ times[label]=$SECONDS
 
 stage "headroom plan: training memory of the student on a Jetson Orin Nano 4GB, by configuration"
 mkdir -p "$out/report"
-"$bin" -q plan --model "$model" --device orin-nano-4 --train all --chart "$out/report/plan.png" \
-  || fail "headroom plan"
+# The whole model from batch 16 without checkpointing, to show the ladder (plain `headroom plan`
+# starts from `headroom train`'s defaults: head, batch 2).
+"$bin" -q plan --model "$model" --board orin-nano-4 --train all --batch 16 --no-checkpoint \
+  --chart "$out/report/plan.png" || fail "headroom plan"
 times[plan]=$SECONDS
 
 stage "headroom train: the student on the pseudo-labels (field-accurate: all layers, augmentation, the teacher distilled, --replay base)"

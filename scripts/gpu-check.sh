@@ -357,14 +357,14 @@ label_check "label --ep cpu" cpu 120 --ep cpu
 record_label "label --ep cpu" ""
 cpu_boxes=$BOXES
 
-label_check "label --ep cuda" cuda 120 --ep cuda --device-id "$gpu"
+label_check "label --ep cuda" cuda 120 --ep cuda --device "cuda:$gpu"
 record_label "label --ep cuda" 2
 
 if [ -n "$trt_missing" ]; then
   record "label --ep tensorrt" SKIP 0.0 "$trt_missing"
 else
   # FP16 engines, cached in the work folder; this first run builds them (tens of seconds).
-  label_check "label --ep tensorrt" tensorrt 300 --ep tensorrt --device-id "$gpu" --trt-fp16 \
+  label_check "label --ep tensorrt" tensorrt 300 --ep tensorrt --device "cuda:$gpu" --trt-fp16 \
     --trt-engine-cache "$work/trt-cache" --trt-timing-cache "$work/trt-cache"
   record_label "label --ep tensorrt" 5
 fi
@@ -405,7 +405,7 @@ if ! "$bin" plan --help >/dev/null 2>&1; then
   record "plan vs GPU peak" SKIP 0.0 "headroom plan: not available in this build"
 else
   if ! out_of_time "plan" 60; then
-    run_timed "plan" "$LIMIT" "$out/logs/plan.log" "$bin" plan --model "$student" --device gpu-8 \
+    run_timed "plan" "$LIMIT" "$out/logs/plan.log" "$bin" plan --model "$student" --board gpu-8 --device "cuda:$gpu" \
       --budget auto --train head --batch 2 --json
     json_of_log "$out/logs/plan.log" "$work/plan.json"
     chosen=$(json "$work/plan.json" "d['plan']['candidates'][d['plan']['chosen']]['rung'] if d['plan'].get('chosen') is not None else 'none fits'")
@@ -445,7 +445,7 @@ elif ! out_of_time "export --engine" 300; then
   ld_export=$(tr ':' '\n' <<<"$LD_LIBRARY_PATH" | grep -v tensorrt_libs | paste -sd: -)
   run_timed "export --engine" "$LIMIT" "$out/logs/export.log" env LD_LIBRARY_PATH="$ld_export" \
     "$bin" export --model "$student" --fp16 --int8 --calib "$synth/images/train" --calib-images 32 \
-    --engine --trtexec "$trtexec" --device gpu-check --out "$work/export" --force
+    --engine --trtexec "$trtexec" --board gpu-check --out "$work/export" --force
   engines=$(find "$work/export" -name '*.engine' 2>/dev/null | wc -l)
   if [ "$RC" = 0 ] && [ "$engines" -gt 0 ]; then
     record "export --engine" PASS "$SECS" "$engines engine(s) with $trtexec"

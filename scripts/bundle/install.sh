@@ -93,7 +93,7 @@ if [ "$systemd" = 1 ]; then
   if [ "$field_args_given" = 1 ] || [ ! -f "$env_file" ]; then
     if [ "$field_args_given" = 0 ]; then
       # An example: edit the paths in the env file before enabling the timer.
-      field_args="--images /data/camera/new --model /opt/detector/model.onnx --holdout /data/holdout/data.yaml --old /data/old-scenes/data.yaml --teacher /opt/detector/teacher.onnx --device auto --reserve 1GiB"
+      field_args="--images /data/camera/new --model /opt/detector/model.onnx --holdout /data/holdout/data.yaml --old /data/old-scenes/data.yaml --teacher /opt/detector/teacher.onnx --board auto --reserve 1GiB"
     fi
     case "$field_args" in *$'\n'*) fail "--field-args must be one line" ;; esac
     read -r -a words <<<"$field_args"

@@ -288,7 +288,7 @@ mod with_onnxruntime {
             "--out",
             s(&out),
             "--engine",
-            "--device",
+            "--board",
             "orin-nano-8",
         ];
         // No trtexec anywhere: the ONNX files are written, the command for the device printed, exit 1.

@@ -18,7 +18,7 @@ fn yolov8n_at_640_on_orin_nano_4_gets_a_fitting_configuration() {
         "plan",
         "--model",
         s(&model),
-        "--device",
+        "--board",
         "orin-nano-4",
         "--imgsz",
         "640",
@@ -29,8 +29,7 @@ fn yolov8n_at_640_on_orin_nano_4_gets_a_fitting_configuration() {
     assert_eq!(run.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
     assert!(stdout.contains("<- chosen") && stdout.contains("train with: headroom train"), "{stdout}");
     assert!(std::fs::metadata(&png).expect("chart written").len() > 1000);
-    let run =
-        headroom(&["plan", "--model", s(&model), "--device", "orin-nano-4", "--imgsz", "640", "--json"]);
+    let run = headroom(&["plan", "--model", s(&model), "--board", "orin-nano-4", "--imgsz", "640", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
     let plan = &json["plan"];
     let chosen = plan["chosen"].as_u64().expect("chosen") as usize;
@@ -42,8 +41,7 @@ fn yolov8n_at_640_on_orin_nano_4_gets_a_fitting_configuration() {
 
 #[test]
 fn a_64_mib_budget_is_refused_with_the_least_that_would_fit() {
-    let run =
-        headroom(&["plan", "--model", s(&demo_model()), "--device", "orin-nano-4", "--budget", "64MiB"]);
+    let run = headroom(&["plan", "--model", s(&demo_model()), "--board", "orin-nano-4", "--budget", "64MiB"]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(
@@ -56,12 +54,12 @@ fn a_64_mib_budget_is_refused_with_the_least_that_would_fit() {
 fn bad_input_says_what_is_wrong() {
     let demo = demo_model();
     let cases: [(&[&str], &str); 6] = [
-        (&["--device", "jetson-tx1"], "known devices: orin-agx-64"),
-        (&["--device", "orin-nano-4", "--imgsz", "320"], "fixed at 160x160"),
-        (&["--device", "orin-nano-4", "--budget", "lots"], "not a size"),
-        (&["--device", "orin-nano-4", "--train", "backbone"], "--train backbone"),
-        (&["--device", "orin-nano-4", "--reserve", "3 furlongs"], "unknown unit"),
-        (&["--device", "orin-nano-4", "--batch", "0"], "--batch 0"),
+        (&["--board", "jetson-tx1"], "known devices: orin-agx-64"),
+        (&["--board", "orin-nano-4", "--imgsz", "320"], "fixed at 160x160"),
+        (&["--board", "orin-nano-4", "--budget", "lots"], "not a size"),
+        (&["--board", "orin-nano-4", "--train", "backbone"], "--train backbone"),
+        (&["--board", "orin-nano-4", "--reserve", "3 furlongs"], "unknown unit"),
+        (&["--board", "orin-nano-4", "--batch", "0"], "--batch 0"),
     ];
     for (extra, want) in cases {
         let mut args = vec!["plan", "--model", s(&demo)];
@@ -74,15 +72,15 @@ fn bad_input_says_what_is_wrong() {
     let dir = tempfile::tempdir().expect("tmp");
     let junk = dir.path().join("junk.onnx");
     std::fs::write(&junk, b"not a model").expect("write");
-    let run = headroom(&["plan", "--model", s(&junk), "--device", "orin-nano-4"]);
+    let run = headroom(&["plan", "--model", s(&junk), "--board", "orin-nano-4"]);
     assert_eq!(run.status.code(), Some(2));
     // Not a detector: nothing to split for training.
     let neg = repo_root().join("tests/fixtures/onnx_node/test_neg/model.onnx");
-    let run = headroom(&["plan", "--model", s(&neg), "--device", "orin-nano-4"]);
+    let run = headroom(&["plan", "--model", s(&neg), "--board", "orin-nano-4"]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.code() == Some(2) && stderr.contains("error:"), "{stderr}");
     let dynamic = dynamic_model();
-    let run = headroom(&["plan", "--model", s(&dynamic), "--device", "orin-nano-4", "--imgsz", "300"]);
+    let run = headroom(&["plan", "--model", s(&dynamic), "--board", "orin-nano-4", "--imgsz", "300"]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.code() == Some(2) && stderr.contains("multiple of the largest stride"), "{stderr}");
 }
@@ -93,7 +91,7 @@ fn budget_auto_reads_what_is_free_and_reserve_takes_off_it() {
         "plan",
         "--model",
         s(&demo_model()),
-        "--device",
+        "--board",
         "x86-cpu",
         "--budget",
         "auto",
@@ -121,24 +119,24 @@ const MY_BOARD: &str = "[[device]]\nname = \"myboard\"\ndescription = \"Acme Vis
     memory_gib = 6.0\nreserve_gib = 1.5\nruntime_mib = 145.0\nmodels = [\"Acme Vision\"]\n";
 
 #[test]
-fn a_device_file_adds_a_board_for_device_name_and_auto() {
+fn a_device_file_adds_a_board_for_board_name_and_auto() {
     let dir = tempfile::tempdir().expect("tmp");
     let file = dir.path().join("devices.toml");
     std::fs::write(&file, MY_BOARD).expect("write");
     let demo = demo_model();
     let run =
-        plan_with_env(&["--model", s(&demo), "--device", "myboard", "--devices", s(&file), "--json"], &[]);
+        plan_with_env(&["--model", s(&demo), "--board", "myboard", "--devices", s(&file), "--json"], &[]);
     assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
     let json: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
-    assert_eq!(json["device"]["name"], "myboard");
+    assert_eq!(json["board"]["name"], "myboard");
     assert_eq!(json["plan"]["budget"].as_u64(), Some(9 << 29));
     // Without the file the name is unknown.
-    let run = plan_with_env(&["--model", s(&demo), "--device", "myboard"], &[]);
+    let run = plan_with_env(&["--model", s(&demo), "--board", "myboard"], &[]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.code() == Some(2) && stderr.contains("known devices: orin-agx-64"), "{stderr}");
     // `auto` finds it by its model string.
     let run = plan_with_env(
-        &["--model", s(&demo), "--device", "auto", "--devices", s(&file)],
+        &["--model", s(&demo), "--board", "auto", "--devices", s(&file)],
         &[
             ("HEADROOM_BOARD_MODEL", "Acme Vision 2 (Jetson Orin Nano module)"),
             ("HEADROOM_MEM_TOTAL", "6000000000"),
@@ -149,44 +147,44 @@ fn a_device_file_adds_a_board_for_device_name_and_auto() {
     assert!(stdout.contains("on myboard (Acme Vision carrier"), "{stdout}");
     // A bad file is named.
     std::fs::write(&file, "[[device]]\nname = \"x\"\nmemory = \"lots\"\n").expect("write");
-    let run = plan_with_env(&["--model", s(&demo), "--device", "x", "--devices", s(&file)], &[]);
+    let run = plan_with_env(&["--model", s(&demo), "--board", "x", "--devices", s(&file)], &[]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.code() == Some(2) && stderr.contains(s(&file)), "{stderr}");
 }
 
 #[test]
-fn device_auto_picks_the_preset_from_the_board_model_and_memory() {
+fn board_auto_picks_the_preset_from_the_board_model_and_memory() {
     let demo = demo_model();
     let mem = ((7.4 * f64::from(1u32 << 30)) as u64).to_string();
     let run = plan_with_env(
-        &["--model", s(&demo), "--device", "auto", "--json"],
+        &["--model", s(&demo), "--board", "auto", "--json"],
         &[("HEADROOM_BOARD_MODEL", "NVIDIA Jetson Orin Nano Developer Kit"), ("HEADROOM_MEM_TOTAL", &mem)],
     );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
     let json: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
-    assert_eq!(json["device"]["name"], "orin-nano-8");
+    assert_eq!(json["board"]["name"], "orin-nano-8");
     assert!(
         stderr.contains("board `NVIDIA Jetson Orin Nano Developer Kit` with 7.4 GiB: orin-nano-8"),
         "{stderr}"
     );
     // An unknown board: a budget from the measured memory, with a warning saying what to do.
     let run = plan_with_env(
-        &["--model", s(&demo), "--device", "auto", "--json"],
+        &["--model", s(&demo), "--board", "auto", "--json"],
         &[("HEADROOM_BOARD_MODEL", ""), ("HEADROOM_MEM_TOTAL", "8589934592")],
     );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
     let json: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
-    assert_eq!(json["device"]["name"], "measured");
-    assert_eq!(json["device"]["gpu"], false);
+    assert_eq!(json["board"]["name"], "measured");
+    assert_eq!(json["board"]["gpu"], false);
     assert_eq!(json["plan"]["budget"].as_u64(), Some(7 << 30));
     assert!(stderr.contains("WARN") && stderr.contains("--devices FILE"), "{stderr}");
     // Nothing to go on.
     let run = plan_with_env(
-        &["--model", s(&demo), "--device", "auto"],
+        &["--model", s(&demo), "--board", "auto"],
         &[("HEADROOM_BOARD_MODEL", ""), ("HEADROOM_MEM_TOTAL", "")],
     );
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.code() == Some(2) && stderr.contains("give --device NAME"), "{stderr}");
+    assert!(run.status.code() == Some(2) && stderr.contains("give --board NAME"), "{stderr}");
 }

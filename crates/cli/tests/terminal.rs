@@ -239,7 +239,7 @@ mod with_libraries {
         // The FP16 one cannot be trained or planned: the message names the file to train.
         for args in [
             vec!["train", "--model", s(&fp16), "--data", s(&data)],
-            vec!["plan", "--model", s(&fp16), "--device", "x86-cpu"],
+            vec!["plan", "--model", s(&fp16), "--board", "x86-cpu"],
         ] {
             let out = headroom(&args);
             assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));

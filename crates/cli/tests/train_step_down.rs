@@ -120,7 +120,7 @@ mod with_libraries {
                 "320",
                 "--plan",
                 "auto",
-                "--device",
+                "--board",
                 "orin-nano-4",
                 "--budget",
                 budget,
@@ -143,7 +143,7 @@ mod with_libraries {
     }
 
     #[test]
-    fn plan_auto_on_a_device_file_board_or_device_auto_and_resume_without_the_file() {
+    fn plan_auto_on_a_device_file_board_or_board_auto_and_resume_without_the_file() {
         let dir = tempfile::tempdir().expect("tmp");
         let data = synth_field(dir.path(), 4, 2);
         let project = dir.path().join("runs");
@@ -183,7 +183,7 @@ mod with_libraries {
             }
             command.output().expect("headroom runs")
         };
-        let run = train("board", &["--device", "myboard", "--devices", s(&devices)], &[]);
+        let run = train("board", &["--board", "myboard", "--devices", s(&devices)], &[]);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success() && stderr.contains("--plan auto on myboard"), "{stderr}");
         let config = std::fs::read_to_string(project.join("board/config.toml")).expect("config");
@@ -196,7 +196,7 @@ mod with_libraries {
         let mem = ((7.4 * f64::from(1u32 << 30)) as u64).to_string();
         let run = train(
             "auto",
-            &["--device", "auto"],
+            &["--board", "auto"],
             &[
                 ("HEADROOM_BOARD_MODEL", "NVIDIA Jetson Orin Nano Developer Kit"),
                 ("HEADROOM_MEM_TOTAL", &mem),

@@ -32,7 +32,7 @@ pub struct DevicePreset {
     /// their allocators), MiB: measured on the x86 CPU preset, assumed elsewhere (devices.toml says which).
     pub runtime_mib: f64,
     /// Substrings (case-insensitive) of the board's `/proc/device-tree/model` that identify this
-    /// board family (`Orin Nano`), for `--device auto` ([`detect`]); the memory tells the
+    /// board family (`Orin Nano`), for `--board auto` ([`detect`]); the memory tells the
     /// variants of a family apart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<String>,
@@ -69,7 +69,7 @@ pub fn parse_devices(path: &Path, text: &str) -> Result<Vec<DevicePreset>, Error
         let reserved = d.name == "auto" || d.name == "cpu" || d.name.starts_with("cuda");
         if d.name.trim().is_empty() || reserved {
             return Err(invalid(format!(
-                "device `{}`: a name is needed, and not `auto`, `cpu` or `cuda...` (those mean something else to --device)",
+                "device `{}`: a name is needed, and not `auto`, `cpu` or `cuda...` (`--board auto` detects the board; cpu and cuda are --device values)",
                 d.name
             )));
         }
@@ -150,7 +150,7 @@ fn merge(devices: &mut Vec<DevicePreset>, later: Vec<DevicePreset>) {
     }
 }
 
-/// What `--device auto` found: the preset, whether a preset's `models` matched the board, and why.
+/// What `--board auto` found: the preset, whether a preset's `models` matched the board, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Detected {
     /// The preset chosen, or one made from the measured memory (`known` false, name `measured`).
@@ -242,7 +242,7 @@ pub fn detect(
     let reason = format!(
         "{board}: the budget comes from the measured memory, {mem:.1} GiB less a reserve of {reserve:.1} GiB{}; \
          add the board to a device file (`[[device]]` with its `models`, given with --devices FILE or in \
-         {SYSTEM_DEVICES}) or give --device NAME",
+         {SYSTEM_DEVICES}) or give --board NAME",
         if gpu { "" } else { ", no GPU" }
     );
     Ok(Detected { preset, known: false, reason })
@@ -357,7 +357,7 @@ mod tests {
         assert!(detected(Some("NVIDIA Jetson Thor Developer Kit"), gib(120.0)).preset.gpu);
         let devices = builtin_devices().expect("builtin presets are valid");
         let err = detect(&devices, None, None).expect_err("nothing readable");
-        assert!(err.to_string().contains("--device NAME"), "{err}");
+        assert!(err.to_string().contains("--board NAME"), "{err}");
         assert!(detect(&devices, Some("Raspberry Pi"), None).is_err());
     }
 

@@ -54,8 +54,8 @@ pub enum Error {
         /// The names available.
         known: String,
     },
-    /// `--device auto` found nothing to go on.
-    #[error("--device auto: {reason}; give --device NAME")]
+    /// `--board auto` found nothing to go on.
+    #[error("--board auto: {reason}; give --board NAME")]
     Detect {
         /// What could not be read.
         reason: String,

@@ -1,5 +1,7 @@
-//! Where a run trains: `cpu`, `cuda`, `cuda:N`, or a device preset of `headroom plan` (whose budget
-//! `--plan auto` fits; CUDA when the preset has a GPU and libtorch sees one).
+//! Where a run trains: `cpu`, `cuda` or `cuda:N` (`headroom train --device`), with the board preset
+//! of `--board` (whose budget `--plan auto` fits) saved beside it. Runs saved before the two were
+//! separate name a preset as their device (`orin-nano-4`, `auto`): they still resume, on CUDA when
+//! the preset has a GPU and libtorch sees one.
 
 use headroom_plan::DevicePreset;
 use headroom_train::tch::{Cuda, Device};
@@ -22,8 +24,9 @@ pub fn resolve(text: &str, cuda_available: bool, warn: bool) -> Result<(String, 
     resolve_saved(text, None, cuda_available, warn)
 }
 
-/// [`resolve`] with the preset the run saved (`RunSpec::device_preset`), which is then used for a
-/// preset name instead of looking `text` up in the built-ins (`auto`, or a name of a device file).
+/// [`resolve`] with the preset the run saved (`RunSpec::device_preset`, from `--board`): the preset
+/// of a `cpu`/`cuda` run (x86-cpu or gpu-8 without one), and for an old run's preset name used
+/// instead of looking `text` up in the built-ins (`auto`, or a name of a device file).
 pub fn resolve_saved(
     text: &str,
     saved: Option<&DevicePreset>,
@@ -31,6 +34,9 @@ pub fn resolve_saved(
     warn: bool,
 ) -> Result<(String, DevicePreset)> {
     if is_libtorch(text) {
+        if let Some(board) = saved {
+            return Ok((text.to_string(), board.clone()));
+        }
         let devices = headroom_plan::builtin_devices()?;
         let name = if text == "cpu" { "x86-cpu" } else { "gpu-8" };
         return Ok((text.to_string(), headroom_plan::find_device(&devices, name)?.clone()));
@@ -101,5 +107,8 @@ mod tests {
         assert!(resolve_saved("myboard", None, false, false).is_err());
         let (torch, preset) = resolve_saved("cpu", None, false, false).expect("cpu");
         assert_eq!((torch.as_str(), preset.name.as_str()), ("cpu", "x86-cpu"));
+        // `--device cuda:1 --board myboard`: the device as given, the board's budget.
+        let (torch, preset) = resolve_saved("cuda:1", Some(&board), false, false).expect("board");
+        assert_eq!((torch.as_str(), preset.name.as_str()), ("cuda:1", "myboard"));
     }
 }

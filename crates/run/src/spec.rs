@@ -50,7 +50,8 @@ pub struct RunSpec {
     pub data: PathBuf,
     /// What trains (`head`, `neck+head`, `freeze=N`).
     pub part: String,
-    /// Where libtorch trains (`cpu`, `cuda`, `cuda:N`) or a device preset.
+    /// Where libtorch trains (`cpu`, `cuda`, `cuda:N`; `--device auto` is saved as what it
+    /// decided). Runs saved before `--board` existed may hold a board preset's name here.
     pub device: String,
     /// Old-domain data replayed against forgetting.
     #[serde(default)]
@@ -87,10 +88,10 @@ pub struct RunSpec {
     /// run's sessions (Ultralytics' `time`; 0: no limit).
     #[serde(default)]
     pub time_hours: f64,
-    /// The device preset that `device` named (or `auto` detected) when the run was made, with the
-    /// device files then read: a resumed run uses it and needs no device file. None for `cpu`,
-    /// `cuda`, `cuda:N`, and in runs saved before it was recorded (the built-in preset of that
-    /// name then).
+    /// The board preset (`--board NAME`, or `auto` detected; with `--plan auto` always), with the
+    /// device files then read: a resumed run uses it and needs no device file. None when no board
+    /// was given (the built-in x86-cpu or gpu-8 then), and in runs saved before it was recorded
+    /// (the built-in preset `device` names then).
     #[serde(default)]
     pub device_preset: Option<headroom_plan::DevicePreset>,
     /// What `--plan auto` chose, when it planned the run.

@@ -33,7 +33,7 @@ fn spec(data: &Path) -> RunSpec {
             nbs: 2,
             save_period: 1,
             imgsz: [160, 160],
-            ..TrainConfig::default().with_auto_optimizer(12, 3)
+            ..TrainConfig::default().with_auto_optimizer(3)
         },
         ..RunSpec::new(model, data.to_path_buf())
     }

@@ -111,25 +111,27 @@ fn default_dense_kd() -> f64 {
     1.0
 }
 
+/// The learning rate of `--optimizer auto` for `nc` classes: Ultralytics' `0.002 · 5 / (4 + nc)`,
+/// rounded to 6 decimals (0.001429 for 3 classes; never above 0.002).
+pub fn auto_lr0(nc: usize) -> f64 {
+    (0.002 * 5.0 / (4.0 + nc as f64) * 1e6).round() / 1e6
+}
+
 /// The bounds every setting is checked against (inclusive unless the message says otherwise).
 const EPOCHS: (usize, usize) = (1, 10_000);
 const BATCH: (usize, usize) = (1, 256);
 const NBS: (usize, usize) = (1, 4096);
 
 impl TrainConfig {
-    /// Ultralytics' `optimizer=auto` rule for `images` training images: SGD at 0.01 for runs of
-    /// more than 10,000 iterations, else AdamW at `0.002 · 5 / (4 + nc)` with momentum 0.9.
-    pub fn with_auto_optimizer(mut self, images: usize, nc: usize) -> TrainConfig {
-        let iterations = images.div_ceil(self.batch.max(self.nbs)) * self.epochs;
-        if iterations > 10_000 {
-            self.optimizer = OptimizerKind::Sgd;
-            self.lr0 = 0.01;
-            self.momentum = 0.937;
-        } else {
-            self.optimizer = OptimizerKind::AdamW;
-            self.lr0 = (0.002 * 5.0 / (4.0 + nc as f64) * 1e6).round() / 1e6;
-            self.momentum = 0.9;
-        }
+    /// headroom's `optimizer=auto` rule: AdamW at `0.002 · 5 / (4 + nc)` (Ultralytics' formula for
+    /// short runs) with momentum 0.9, however long the run. Ultralytics switches to SGD at 0.01
+    /// above 10,000 iterations; headroom fine-tunes converged models, and SGD at 1e-3 already
+    /// wrecked the demo model (docs/DECISIONS.md), so that branch is gone: the run's length no longer
+    /// changes the choice.
+    pub fn with_auto_optimizer(mut self, nc: usize) -> TrainConfig {
+        self.optimizer = OptimizerKind::AdamW;
+        self.lr0 = auto_lr0(nc);
+        self.momentum = 0.9;
         self
     }
 
@@ -213,8 +215,24 @@ mod tests {
 
     #[test]
     fn auto_optimizer_is_adamw_for_short_runs() {
-        let c = TrainConfig::default().with_auto_optimizer(100, 3);
+        let c = TrainConfig::default().with_auto_optimizer(3);
         assert_eq!(c.optimizer, OptimizerKind::AdamW);
         assert!((c.lr0 - 0.001429).abs() < 1e-9, "{}", c.lr0);
+    }
+
+    #[test]
+    fn auto_optimizer_stays_adamw_at_a_small_rate_on_long_runs() {
+        // 1,000,000 images x 100 epochs at nbs 64: ~1.6 million iterations, where Ultralytics'
+        // rule would jump to SGD at 0.01 and wreck a converged model.
+        let long = TrainConfig { epochs: 100, ..TrainConfig::default() };
+        let iterations = 1_000_000usize.div_ceil(long.nbs) * long.epochs;
+        assert!(iterations > 10_000);
+        let c = long.with_auto_optimizer(3);
+        assert_eq!(c.optimizer, OptimizerKind::AdamW);
+        assert!((c.lr0 - 0.001429).abs() < 1e-9 && c.momentum == 0.9, "{} {}", c.lr0, c.momentum);
+        for nc in [1, 80, 1000] {
+            let c = TrainConfig::default().with_auto_optimizer(nc);
+            assert!(c.lr0 <= 0.002 && c.lr0 > 0.0, "nc {nc}: lr0 {}", c.lr0);
+        }
     }
 }

@@ -101,7 +101,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     );
     check_labels_found(args, &split)?;
     let decode = args.thresholds.apply(args.conf, DecodeOptions::val())?;
-    let session = args.provider.session_options();
+    let session = args.provider.session_options()?;
     let report = evaluate(args, &config, &split.images, &decode, &session)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

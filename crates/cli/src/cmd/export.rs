@@ -21,6 +21,7 @@ use headroom_core::fsio::FileSet;
 use headroom_onnx::quant::Method;
 
 use super::Outcome;
+use super::device_arg::{DEVICE_VALUES, DeviceArg, device_arg};
 use super::interrupt::Interrupt;
 
 #[path = "export_engine.rs"]
@@ -91,13 +92,23 @@ pub struct Args {
     /// trtexec to use [default: $TRTEXEC, JetPack's /usr/src/tensorrt/bin/trtexec, then PATH].
     #[arg(long, value_name = "PATH")]
     pub trtexec: Option<PathBuf>,
-    /// trtexec's builder workspace (e.g. 1GiB) [default: half the training budget of the --device
+    /// trtexec's builder workspace (e.g. 1GiB) [default: half the training budget of the --board
     /// preset (memory less its reserve), TensorRT's own default for other names].
     #[arg(long, value_name = "SIZE", value_parser = headroom_plan::parse_size)]
     pub workspace: Option<u64>,
-    /// Device name in engine file names and sidecars (a preset of configs/devices.toml, or any).
-    #[arg(long, default_value = "jetson", value_name = "NAME")]
-    pub device: String,
+    /// The board the engines are for: its name goes into engine file names and sidecars (a preset
+    /// of configs/devices.toml or --devices, whose budget bounds --workspace, or any name);
+    /// `auto`: the preset of this board when one matches it, else `jetson`.
+    #[arg(long, default_value = "auto", value_name = "NAME|auto")]
+    pub board: String,
+    /// More board presets (configs/devices.toml's form), for --board.
+    #[arg(long, value_name = "FILE")]
+    pub devices: Option<PathBuf>,
+    /// Where ONNX Runtime runs the calibration and the measurements: cpu, cuda, cuda:N; auto:
+    /// cuda:0 when this build has the CUDA provider and a GPU is visible. Default cpu, so that the
+    /// times are comparable from board to board. (trtexec builds engines on its own default GPU.)
+    #[arg(long, default_value = "cpu", value_name = DEVICE_VALUES, value_parser = device_arg)]
+    pub device: DeviceArg,
     /// Output folder [default: the model's folder]. The files appear there together once all are
     /// written (Ctrl-C/SIGTERM before that: none, exit 130/143); one export per model at a time.
     #[arg(long, value_name = "DIR")]
@@ -127,6 +138,21 @@ fn drop_arg(text: &str) -> Result<f64, String> {
 }
 
 impl Args {
+    /// The board name of engine files and sidecars, and its preset when one of that name exists:
+    /// `--board NAME` as given; `auto` the preset this board matches, else `jetson`.
+    pub fn board(&self) -> (String, Option<headroom_plan::DevicePreset>) {
+        let devices = headroom_plan::load_all(self.devices.as_deref()).unwrap_or_default();
+        if self.board != "auto" {
+            let preset = headroom_plan::find_device(&devices, &self.board).ok().cloned();
+            return (self.board.clone(), preset);
+        }
+        let (model, mem) = headroom_plan::read_board();
+        match headroom_plan::detect(&devices, model.as_deref(), mem) {
+            Ok(found) if found.known => (found.preset.name.clone(), Some(found.preset)),
+            _ => ("jetson".into(), None),
+        }
+    }
+
     /// The calibration method asked for.
     #[cfg_attr(not(feature = "onnxruntime"), allow(dead_code))]
     pub fn method(&self) -> Method {
@@ -175,6 +201,12 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         int8: dir.join(format!("{stem}.int8.onnx")),
         calib: dir.join(format!("{stem}.int8.calib")),
     };
+    if args.engine {
+        tracing::info!("engines for the board `{}` (--board {})", args.board().0, args.board);
+    }
+    if let Some(load) = &args.devices {
+        headroom_plan::load_all(Some(load))?;
+    }
     let interrupt = Interrupt::install()?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let _lock = publish::lock(&dir, &stem)?;

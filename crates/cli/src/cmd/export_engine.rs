@@ -26,6 +26,7 @@ pub(super) struct EngineJob {
 pub(super) fn engine_jobs(args: &Args, outputs: &Outputs) -> Vec<EngineJob> {
     use headroom_trt::Precision;
     let dir = outputs.int8.parent().map(Path::to_path_buf).unwrap_or_default();
+    let board = args.board().0;
     let mut jobs = Vec::new();
     if args.fp16 {
         jobs.push((args.model.clone(), Precision::Fp16));
@@ -35,7 +36,7 @@ pub(super) fn engine_jobs(args: &Args, outputs: &Outputs) -> Vec<EngineJob> {
     }
     jobs.into_iter()
         .map(|(onnx, precision)| {
-            let name = headroom_trt::engine_file_name(&onnx, &precision, &args.device, &args.trt_version);
+            let name = headroom_trt::engine_file_name(&onnx, &precision, &board, &args.trt_version);
             EngineJob { engine: dir.join(name), onnx, precision }
         })
         .collect()
@@ -68,10 +69,8 @@ pub(super) fn build_engines(
         Shapes::Dynamic { input: input.clone(), min: dims.clone(), opt: dims.clone(), max: dims.clone() }
     };
     // The builder shares the board's memory with everything else: bound it by the device's budget.
-    let workspace = args.workspace.or_else(|| {
-        let devices = headroom_plan::builtin_devices().ok()?;
-        headroom_plan::find_device(&devices, &args.device).ok().map(|d| d.budget_bytes() / 2)
-    });
+    let (board, preset) = args.board();
+    let workspace = args.workspace.or_else(|| preset.map(|d| d.budget_bytes() / 2));
     let trtexec = headroom_trt::find_trtexec(args.trtexec.as_deref());
     let mut rows = Vec::new();
     let mut missing = Vec::new();
@@ -115,7 +114,7 @@ pub(super) fn build_engines(
                     precision: job.precision.label().into(),
                     tensorrt: version,
                     gpu: built.gpu.unwrap_or_else(|| "unknown".into()),
-                    device: args.device.clone(),
+                    device: board.clone(),
                     onnx_sha256: headroom_trt::sha256_file(&read_from).map_err(|e| e.to_string())?,
                     calibration_sha256: None,
                     headroom_version: env!("CARGO_PKG_VERSION").into(),

@@ -24,8 +24,24 @@ pub(super) struct Int8Result {
     pub summary: Int8Summary,
 }
 
+/// ONNX Runtime on `--device`: the CPU, or the CUDA provider on the GPU named (`auto`: the first,
+/// when this build has the provider and one is visible).
 fn session_options(args: &Args) -> SessionOptions {
-    SessionOptions { intra_threads: args.threads, ..Default::default() }
+    use super::super::device_arg::{DeviceArg, onnxruntime_gpu};
+    let gpu = match args.device {
+        DeviceArg::Cpu => None,
+        DeviceArg::Cuda(n) => Some(n.unwrap_or(0)),
+        DeviceArg::Auto => onnxruntime_gpu().0.then_some(0),
+    };
+    let cpu = SessionOptions { intra_threads: args.threads, ..Default::default() };
+    match gpu {
+        None => cpu,
+        Some(index) => SessionOptions {
+            providers: vec![headroom_infer::provider::ExecutionProvider::Cuda],
+            device_id: i32::try_from(index).unwrap_or(0),
+            ..cpu
+        },
+    }
 }
 
 /// Opens `path` at `--imgsz` when given.

@@ -103,7 +103,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
     use headroom_infer::label::{LabelRequest, label_folder};
 
     let interrupt = super::interrupt::Interrupt::install()?;
-    let mut options = args.provider.session_options();
+    let mut options = args.provider.session_options()?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let threads = match options.intra_threads {
         0 => cores,

@@ -1,6 +1,7 @@
 //! Subcommands, one file each.
 
 mod decode_args;
+mod device_arg;
 mod doctor;
 mod eval;
 mod export;

@@ -7,40 +7,53 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use headroom_onnx::Trainable;
-use headroom_plan::{DevicePreset, Optimizer, Plan, Planner, Setup, TrunkRuntime, format_size, parse_size};
+use headroom_plan::{DevicePreset, Plan, Planner, Setup, TrunkRuntime, format_size, parse_size};
 
 use super::Outcome;
+use super::device_arg::{
+    BoardArgs, DEVICE_VALUES, DeviceArg, Resolved, device_arg, other_machine, resolve_board,
+};
+use super::train::{DEFAULT_BATCH, DEFAULT_NBS, DEFAULT_PART, OptimizerArg, TrunkArg};
 
-/// Arguments of `headroom plan`.
+/// Arguments of `headroom plan`. The ladder starts from what `headroom train` does by default
+/// (the same constants), so its first rung is the run a user gets.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The student, an Ultralytics ONNX detector export.
     #[arg(long, value_name = "MODEL.onnx")]
     pub model: PathBuf,
-    /// The device preset (configs/devices.toml): orin-agx-64, orin-agx-32, orin-nx-16, orin-nx-8,
-    /// orin-nano-8, orin-nano-4, x86-cpu, gpu-8, or one of --devices; `auto`: the preset of this
-    /// board (its /proc/device-tree/model and memory), else one made from its measured memory.
-    #[arg(long, value_name = "NAME|auto")]
-    pub device: String,
+    /// Where training will run, which decides the memory counted: cuda or cuda:N (the GPU's
+    /// memory on a discrete GPU; the one pool on unified memory; AMP is a rung), cpu (the CPU's
+    /// memory; no AMP rung); auto: the board's GPU when it has one, else cpu.
+    #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
+    pub device: DeviceArg,
+    /// The board (`--board`, default auto) and more presets (`--devices`).
+    #[command(flatten)]
+    pub board: BoardArgs,
     #[command(flatten)]
     pub plan: PlanArgs,
-    /// What the ladder starts training: `all`, `neck+head`, `head` or N (modules 0..N frozen); it
-    /// freezes more when memory asks for it.
-    #[arg(long, default_value = "all", value_name = "PART")]
+    /// What the ladder starts training (as `headroom train --train`): `all`, `neck+head`, `head`
+    /// or N (modules 0..N frozen); it freezes more when memory asks for it.
+    #[arg(long, default_value = DEFAULT_PART, value_name = "PART")]
     pub train: String,
     /// Input size the ladder starts from [default: the export's]; it steps down by ~20 % in
     /// multiples of the largest stride.
     #[arg(long, value_name = "N")]
     pub imgsz: Option<u32>,
-    /// Batch the ladder starts from (it halves the batch first; accumulation keeps the nominal 64).
-    #[arg(long, default_value_t = 16, value_name = "N")]
+    /// Batch the ladder starts from (as `headroom train --batch`; it halves the batch first;
+    /// accumulation keeps the nominal 64).
+    #[arg(long, default_value_t = DEFAULT_BATCH, value_name = "N")]
     pub batch: usize,
-    /// Optimiser (AdamW keeps two moments, SGD one).
-    #[arg(long, default_value = "adamw", value_parser = ["sgd", "adamw"])]
-    pub optimizer: String,
+    /// Start with the head's activations kept for backward (as `headroom train --no-checkpoint`);
+    /// the ladder turns checkpointing on when memory asks for it.
+    #[arg(long)]
+    pub no_checkpoint: bool,
+    /// Optimiser, as `headroom train --optimizer` (auto is AdamW: two moments; SGD keeps one).
+    #[arg(long, value_enum, default_value_t = OptimizerArg::Auto)]
+    pub optimizer: OptimizerArg,
     /// What runs the frozen trunk (as `headroom train --trunk`).
-    #[arg(long, default_value = "ort", value_parser = ["ort", "torch"])]
-    pub trunk: String,
+    #[arg(long, value_enum, default_value_t = TrunkArg::Ort)]
+    pub trunk: TrunkArg,
     /// Objects per image the loss' assigner is sized for.
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub objects: usize,
@@ -56,41 +69,40 @@ pub struct Args {
     pub chart: Option<PathBuf>,
 }
 
-/// What the ladder starts from and the budget (shared with `headroom train --plan auto`).
+/// The budget (shared with `headroom train --plan auto`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
-    /// Memory for training: the preset's (memory less its reserve) by default; `auto` reads what
-    /// is free now (MemAvailable on unified memory, the GPU's free memory on a discrete one); or a
-    /// size such as 3GiB, 512MiB. (`headroom train`: with --plan auto.)
+    /// Memory for training: the board preset's (memory less its reserve) by default; `auto` reads
+    /// what is free now on this machine (MemAvailable on unified memory or with --device cpu, the
+    /// GPU's free memory on a discrete one; a warning says so when this machine is not --board);
+    /// or a size such as 3GiB, 512MiB. (`headroom train`: with --plan auto.)
     #[arg(long, value_name = "auto|SIZE")]
     pub budget: Option<String>,
     /// Memory to leave for what else runs (the production inference engine during a field
     /// retrain), taken off the budget: a size such as 600MiB.
     #[arg(long, value_name = "SIZE", default_value = "0")]
     pub reserve: String,
-    /// More device presets (the form of configs/devices.toml), read after the built-ins and
-    /// /etc/headroom/devices.toml: a preset of the same name replaces theirs, a new one adds a
-    /// device for --device NAME and --device auto.
-    #[arg(long, value_name = "FILE")]
-    pub devices: Option<PathBuf>,
 }
 
-/// The preset `--device NAME|auto` names, from the built-ins, /etc/headroom/devices.toml and
-/// `devices_file` (`--devices`). `auto` detects the board (`headroom_plan::detect`), logging
-/// why, with a warning when no preset knows it.
-pub fn resolve_device(name: &str, devices_file: Option<&Path>) -> anyhow::Result<DevicePreset> {
-    let devices = headroom_plan::load_all(devices_file)?;
-    if name != "auto" {
-        return Ok(headroom_plan::find_device(&devices, name)?.clone());
+/// Where the planned training runs on `board`: `auto` follows the board (its GPU when it has
+/// one). A GPU on a board without one (an x86 PC detected from its memory) is counted as the CPU,
+/// with a warning naming the way to plan for the GPU.
+pub fn planned_device(device: DeviceArg, board: &DevicePreset) -> Resolved {
+    let resolved = match device {
+        DeviceArg::Auto if board.gpu => Resolved::Cuda(0),
+        DeviceArg::Auto => Resolved::Cpu,
+        given => given.resolve(false, ""),
+    };
+    if resolved.is_gpu() && !board.gpu {
+        tracing::warn!(
+            "--device {device}: the board {} ({}) has no GPU in its preset; the plan counts its memory as \
+             for the CPU, without an AMP rung (a discrete GPU: --board gpu-8, or a preset of it with --devices)",
+            board.name,
+            board.description
+        );
+        return Resolved::Cpu;
     }
-    let (model, mem) = headroom_plan::read_board();
-    let found = headroom_plan::detect(&devices, model.as_deref(), mem)?;
-    if found.known {
-        tracing::info!("--device auto: {}", found.reason);
-    } else {
-        tracing::warn!("--device auto: {}", found.reason);
-    }
-    Ok(found.preset)
+    resolved
 }
 
 /// Runs `headroom plan`.
@@ -101,18 +113,20 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     super::train::refuse_fp16(&args.model, &model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
-    let device = resolve_device(&args.device, args.plan.devices.as_deref())?;
-    let budget = budget(&args.plan, &device)?;
+    let device = resolve_board(args.board.board.as_deref().unwrap_or("auto"), args.board.devices.as_deref())?;
+    let runs_on = planned_device(args.device, &device);
+    let budget = budget(&args.plan, &device, runs_on, &args.board)?;
     let mut start = start_setup(&inspection, trainable, args.imgsz, args.batch)?;
-    start.optimizer = if args.optimizer == "sgd" { Optimizer::Sgd } else { Optimizer::AdamW };
-    start.trunk = if args.trunk == "torch" { TrunkRuntime::Torch } else { TrunkRuntime::Ort };
+    start.checkpoint = !args.no_checkpoint;
+    start.optimizer = args.optimizer.planned();
+    start.trunk = if args.trunk == TrunkArg::Torch { TrunkRuntime::Torch } else { TrunkRuntime::Ort };
     start.objects = args.objects;
     start.images = args.images;
     let mut planner = Planner::new(&model, &inspection, device.runtime_bytes());
-    if !device.unified {
+    if !device.unified && runs_on.is_gpu() {
         planner = planner.discrete();
     }
-    let plan = headroom_plan::plan(&mut planner, &start, budget.bytes, device.gpu)?;
+    let plan = headroom_plan::plan(&mut planner, &start, budget.bytes, runs_on.is_gpu())?;
     if let Some(path) = &args.chart {
         let title = format!("{} on {}", file_name(&args.model), device.name);
         headroom_plot::write_plan_chart(path, &plan_chart(&plan, title))
@@ -121,13 +135,14 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     if args.json {
         let json = serde_json::json!({
             "model": args.model,
-            "device": device,
+            "board": device,
+            "device": runs_on.to_string(),
             "budget_source": budget.source,
             "plan": plan,
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{}", table(&args.model, &device, &budget, &plan));
+        print!("{}", table(&args.model, (&device, runs_on), &budget, &plan));
     }
     match plan.chosen {
         Some(_) => Ok(Outcome::Success),
@@ -169,16 +184,41 @@ pub fn check_unused_sizes(args: &PlanArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--budget` and `--reserve` on `device`.
-pub fn budget(args: &PlanArgs, device: &DevicePreset) -> anyhow::Result<Budget> {
+/// `--budget` and `--reserve` on `board`, for training on `device`. `--budget auto` reads this
+/// machine, with a warning when `--board` named another one.
+pub fn budget(
+    args: &PlanArgs,
+    board: &DevicePreset,
+    device: Resolved,
+    given: &BoardArgs,
+) -> anyhow::Result<Budget> {
     let reserve = parse_size(&args.reserve).map_err(|e| anyhow::anyhow!("--reserve {e}"))?;
+    // The CPU's memory: the one pool of a unified board, or the host's beside a discrete GPU.
+    let ram = board.unified || !device.is_gpu();
     let (total, source) = match args.budget.as_deref() {
-        None => (
-            device.budget_bytes(),
-            format!("preset: {} GiB less its reserve of {} GiB", device.memory_gib, device.reserve_gib),
+        None if ram && !board.unified => anyhow::bail!(
+            "--device cpu on {} ({}): its preset gives the GPU's memory, not the CPU's; give --budget SIZE \
+             or --budget auto",
+            board.name,
+            board.description
         ),
-        Some("auto") if device.unified => (mem_available()?, "MemAvailable (/proc/meminfo)".to_string()),
-        Some("auto") => (gpu_free()?, "the GPU's free memory (nvidia-smi)".to_string()),
+        None => (
+            board.budget_bytes(),
+            format!("preset: {} GiB less its reserve of {} GiB", board.memory_gib, board.reserve_gib),
+        ),
+        Some("auto") => {
+            let (bytes, source) = if ram {
+                (mem_available()?, "MemAvailable (/proc/meminfo)".to_string())
+            } else {
+                let index = match device {
+                    Resolved::Cuda(n) => n,
+                    Resolved::Cpu => 0,
+                };
+                (gpu_free(index)?, format!("the free memory of GPU {index} (nvidia-smi)"))
+            };
+            warn_if_other_machine(board, given, bytes);
+            (bytes, source)
+        }
         Some(text) => {
             (parse_size(text).map_err(|e| anyhow::anyhow!("--budget {e}"))?, "--budget".to_string())
         }
@@ -187,6 +227,22 @@ pub fn budget(args: &PlanArgs, device: &DevicePreset) -> anyhow::Result<Budget> 
     let source =
         if reserve > 0 { format!("{source}, less --reserve {}", format_size(reserve)) } else { source };
     Ok(Budget { bytes, source })
+}
+
+/// `--budget auto` with `--board NAME` on a machine that is not that board plans for this machine.
+fn warn_if_other_machine(board: &DevicePreset, given: &BoardArgs, free: u64) {
+    if given.board.as_deref().is_none_or(|b| b == "auto") {
+        return;
+    }
+    if let Some(this) = other_machine(board, given.devices.as_deref()) {
+        tracing::warn!(
+            "--budget auto: reading this machine's free memory ({:.1} GiB), which is not a {} (--board {}; \
+             this machine: {this}): the plan is for this machine; give --budget SIZE to plan for the board",
+            free as f64 / f64::from(1u32 << 30),
+            board.description,
+            board.name
+        );
+    }
 }
 
 fn mem_available() -> anyhow::Result<u64> {
@@ -201,9 +257,9 @@ fn mem_available() -> anyhow::Result<u64> {
     Ok(kb * 1024)
 }
 
-fn gpu_free() -> anyhow::Result<u64> {
+fn gpu_free(index: usize) -> anyhow::Result<u64> {
     let out = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=memory.free", "--format=csv,noheader,nounits", "--id=0"])
+        .args(["--query-gpu=memory.free", "--format=csv,noheader,nounits", &format!("--id={index}")])
         .output()
         .map_err(|e| {
             anyhow::anyhow!("--budget auto on a discrete GPU runs nvidia-smi: {e}; give --budget SIZE")
@@ -228,7 +284,7 @@ pub fn start_setup(
         Some(n) => [n, n],
         None => [h as u32, w as u32],
     };
-    Ok(Setup { trainable, batch, imgsz, checkpoint: false, ..Setup::default() })
+    Ok(Setup { trainable, batch, nbs: DEFAULT_NBS, imgsz, checkpoint: false, ..Setup::default() })
 }
 
 /// The flags of `headroom train` that run a candidate.
@@ -271,11 +327,11 @@ fn plan_chart(plan: &Plan, title: String) -> headroom_plot::PlanChart {
     headroom_plot::PlanChart { title, budget_mib: mib(plan.budget), rungs, chosen: plan.chosen }
 }
 
-fn table(model: &Path, device: &DevicePreset, budget: &Budget, plan: &Plan) -> String {
+fn table(model: &Path, (device, runs_on): (&DevicePreset, Resolved), budget: &Budget, plan: &Plan) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} on {} ({}{}): budget {} ({})",
+        "{} on {} ({}{}), training on {runs_on}: budget {} ({})",
         file_name(model),
         device.name,
         device.description,

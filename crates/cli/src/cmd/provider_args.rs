@@ -5,21 +5,28 @@ use std::path::PathBuf;
 
 use headroom_infer::provider::{ExecutionProvider, SessionOptions, TensorrtOptions};
 
+use super::device_arg::{DEVICE_VALUES, DeviceArg, Resolved, device_arg, onnxruntime_gpu};
+
 /// Execution provider choice, shared by the commands that run ONNX models.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProviderArgs {
-    /// Execution providers in order of preference, e.g. `tensorrt,cuda,cpu`.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "cpu")]
-    pub ep: Vec<ProviderArg>,
+    /// Where the model runs: cpu, cuda or cuda:N (the GPU of the CUDA and TensorRT providers);
+    /// auto: cuda:0 when this build has the CUDA provider and a GPU is visible, else cpu.
+    #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
+    pub device: DeviceArg,
+    /// Execution providers in order of preference, e.g. `tensorrt,cuda,cpu` [default: cuda when
+    /// --device is (or auto finds) a GPU, else cpu]. With --device cpu only `cpu`.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub ep: Option<Vec<ProviderArg>>,
     /// Skip a provider that fails to register (with a warning) instead of stopping.
     #[arg(long)]
     pub ep_fallback: bool,
     /// ONNX Runtime intra-op threads of the CPU provider (0: ONNX Runtime decides; at most 256).
     #[arg(long, default_value_t = 0, value_parser = count_arg::<0, 256>)]
     pub threads: usize,
-    /// GPU for the CUDA and TensorRT providers.
-    #[arg(long, default_value_t = 0)]
-    pub device_id: i32,
+    /// Deprecated: `--device cuda:N`.
+    #[arg(long, hide = true, value_name = "N")]
+    pub device_id: Option<u16>,
     /// TensorRT: build FP16 engines.
     #[arg(long)]
     pub trt_fp16: bool,
@@ -62,10 +69,29 @@ pub enum ProviderArg {
 }
 
 impl ProviderArgs {
-    /// The session options these arguments ask for.
-    pub fn session_options(&self) -> SessionOptions {
-        let providers = self
-            .ep
+    /// The session options these arguments ask for: `--ep` (or the provider `--device` implies)
+    /// on the GPU `--device` names. Refuses a device and providers that disagree (`--device cpu
+    /// --ep cuda`); `--device-id N` still works, with a warning naming `--device cuda:N`.
+    pub fn session_options(&self) -> anyhow::Result<SessionOptions> {
+        let device = self.device_with_deprecated_id()?;
+        let providers: Vec<ProviderArg> = match &self.ep {
+            Some(ep) => {
+                check_device_and_providers(device, ep)?;
+                ep.clone()
+            }
+            None => {
+                let (gpu, why) = onnxruntime_gpu();
+                match device.resolve(gpu, why) {
+                    Resolved::Cpu => vec![ProviderArg::Cpu],
+                    Resolved::Cuda(_) => vec![ProviderArg::Cuda],
+                }
+            }
+        };
+        let device_id = match device {
+            DeviceArg::Cuda(n) => n.unwrap_or(0),
+            DeviceArg::Auto | DeviceArg::Cpu => 0,
+        };
+        let providers = providers
             .iter()
             .map(|p| match p {
                 ProviderArg::Tensorrt => ExecutionProvider::Tensorrt,
@@ -73,12 +99,12 @@ impl ProviderArgs {
                 ProviderArg::Cpu => ExecutionProvider::Cpu,
             })
             .collect();
-        SessionOptions {
+        Ok(SessionOptions {
             providers,
             intra_threads: self.threads,
             spinning: true,
             fallback: self.ep_fallback,
-            device_id: self.device_id,
+            device_id: i32::try_from(device_id).unwrap_or(0),
             tensorrt: TensorrtOptions {
                 fp16: self.trt_fp16,
                 int8: self.trt_int8,
@@ -87,6 +113,38 @@ impl ProviderArgs {
                 workspace_bytes: self.trt_workspace_mib.map(|m| m << 20),
                 timing_cache: self.trt_timing_cache.clone(),
             },
+        })
+    }
+
+    /// `--device`, with the deprecated `--device-id N` read as `cuda:N`.
+    fn device_with_deprecated_id(&self) -> anyhow::Result<DeviceArg> {
+        let Some(id) = self.device_id else { return Ok(self.device) };
+        let id = usize::from(id);
+        tracing::warn!("--device-id is deprecated: use --device cuda:{id}");
+        let cpu_only = self.ep.as_ref().is_some_and(|ep| ep.iter().all(|p| *p == ProviderArg::Cpu));
+        match self.device {
+            // `--ep cpu --device-id N` was accepted and meant nothing; it still does.
+            DeviceArg::Auto if cpu_only => Ok(DeviceArg::Auto),
+            DeviceArg::Auto => Ok(DeviceArg::Cuda(Some(id))),
+            DeviceArg::Cuda(n) if n.unwrap_or(0) == id => Ok(DeviceArg::Cuda(Some(id))),
+            other => {
+                anyhow::bail!("--device {other} and --device-id {id} disagree: give --device cuda:{id} alone")
+            }
         }
+    }
+}
+
+/// `--device cpu` runs nothing on a GPU provider, and `--device cuda:N` needs one.
+fn check_device_and_providers(device: DeviceArg, ep: &[ProviderArg]) -> anyhow::Result<()> {
+    let list = ep.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>().join(",");
+    let gpu = ep.iter().any(|p| *p != ProviderArg::Cpu);
+    match device {
+        DeviceArg::Cpu if gpu => anyhow::bail!(
+            "--device cpu with --ep {list}: the CUDA and TensorRT providers run on a GPU; give --device cuda              (or cuda:N), or --ep cpu"
+        ),
+        DeviceArg::Cuda(_) if !gpu => anyhow::bail!(
+            "--device {device} with --ep {list}: the CPU provider runs on the CPU; give --ep cuda (or              tensorrt,cuda,cpu), or --device cpu"
+        ),
+        _ => Ok(()),
     }
 }

@@ -8,6 +8,15 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use super::Outcome;
+use super::device_arg::{BoardArgs, DEVICE_VALUES, DeviceArg, device_arg};
+
+/// What trains by default (`--train`; `headroom plan` starts its ladder from it).
+pub const DEFAULT_PART: &str = "head";
+/// Images per pass by default (`--batch`; `headroom plan` starts from it): the batch the
+/// adaptation figures were measured at (docs/BENCHMARKS.md).
+pub const DEFAULT_BATCH: usize = 2;
+/// The nominal batch by default (`--nbs`; Ultralytics' 64).
+pub const DEFAULT_NBS: usize = 64;
 
 /// Arguments of `headroom train`.
 #[derive(Debug, Clone, clap::Args)]
@@ -22,7 +31,7 @@ pub struct Args {
     /// Ultralytics' `freeze=N`; 0 trains everything), or `affine` (the head, and a scale and shift
     /// per channel of every Conv before it, trained through the whole graph and folded into the
     /// Convs' weights when written: the trunk adapts with few parameters).
-    #[arg(long, default_value = "head", value_name = "PART")]
+    #[arg(long, default_value = DEFAULT_PART, value_name = "PART")]
     pub train: String,
     /// Freeze modules 0..N and train the rest (Ultralytics' `freeze=N`; the same as --train N).
     #[arg(long, value_name = "N", conflicts_with = "train")]
@@ -39,17 +48,18 @@ pub struct Args {
     #[arg(long, value_name = "HOURS", value_parser = hours_arg, allow_negative_numbers = true)]
     pub time: Option<f64>,
     /// Images per forward pass (gradients accumulate to --nbs).
-    #[arg(long, default_value_t = 2, value_parser = super::provider_args::count_arg::<1, 256>)]
+    #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = super::provider_args::count_arg::<1, 256>)]
     pub batch: usize,
     /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs, 64).
     /// `auto`: sized to the data, the largest power of two up to 64 with which the run still makes
     /// about 200 optimiser steps (4 for 100 images x 10 epochs). Measured: with --train all it
     /// gained on new and old scenes; with the head alone it lost (docs/TRAIN.md).
-    #[arg(long, default_value = "64", value_parser = nbs_arg, value_name = "auto|N")]
+    #[arg(long, default_value_t = Nbs::Fixed(DEFAULT_NBS), value_parser = nbs_arg, value_name = "auto|N")]
     pub nbs: Nbs,
-    /// Optimiser: auto (Ultralytics' rule: AdamW at 0.002·5/(4+nc), momentum 0.9, for runs under
-    /// 10,000 iterations; SGD at 0.01 above), sgd (Nesterov momentum 0.937) or adamw. auto by
-    /// measurement: it kept and gained the most (docs/BENCHMARKS.md).
+    /// Optimiser: auto (AdamW at Ultralytics' 0.002·5/(4+nc), at most 0.002, momentum 0.9, for
+    /// runs of any length: unlike Ultralytics it never switches to SGD at 0.01 on long runs, which
+    /// wrecks a converged model), sgd (Nesterov momentum 0.937) or adamw. auto by measurement: it
+    /// kept and gained the most (docs/BENCHMARKS.md).
     #[arg(long, value_enum, default_value_t = OptimizerArg::Auto)]
     pub optimizer: OptimizerArg,
     /// Initial learning rate of sgd and adamw (warmup, then decay to lr0·0.01) [default: 1e-4;
@@ -101,12 +111,16 @@ pub struct Args {
     /// of the largest stride [default: the export's size].
     #[arg(long, value_parser = super::provider_args::count_arg::<32, 8192>)]
     pub imgsz: Option<usize>,
-    /// Where libtorch trains: cpu, cuda or cuda:N; or a device preset of `headroom plan`
-    /// (orin-nano-4, ... or one of --devices: CUDA when it has a GPU and libtorch sees one), whose
-    /// budget --plan auto fits; `auto`: this board's preset, detected as `headroom plan --device
-    /// auto` does. The run's config.toml keeps the preset.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    /// Where libtorch trains: cpu, cuda or cuda:N; auto: cuda when this libtorch sees a CUDA
+    /// device, else cpu (logged). The run's config.toml keeps the device decided. A board preset
+    /// (orin-nano-4, ...) goes to --board.
+    #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
+    pub device: DeviceArg,
+    /// The board whose budget --plan auto fits (`--board NAME|auto`, default auto with --plan
+    /// auto), and more presets (`--devices FILE`). The run's config.toml keeps the preset
+    /// (results.json's memory estimate is for it), so a resume needs no device file.
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// `auto`: train with the first configuration of `headroom plan`'s fit ladder that fits the
     /// device's budget (from --train, --imgsz, --batch down); it overrides --batch,
     /// --no-checkpoint, --amp, --cache-features, --train and --imgsz. `off`: as given.
@@ -205,6 +219,15 @@ pub enum Nbs {
     Fixed(usize),
 }
 
+impl std::fmt::Display for Nbs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Nbs::Auto => f.write_str("auto"),
+            Nbs::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 pub(super) fn nbs_arg(text: &str) -> Result<Nbs, String> {
     if text == "auto" {
         return Ok(Nbs::Auto);
@@ -218,12 +241,22 @@ pub(super) fn nbs_arg(text: &str) -> Result<Nbs, String> {
 /// `--optimizer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OptimizerArg {
-    /// Ultralytics' rule (AdamW for runs under 10,000 iterations).
+    /// AdamW at 0.002·5/(4+nc) for any run length (Ultralytics' short-run rule).
     Auto,
     /// SGD with Nesterov momentum.
     Sgd,
     /// AdamW.
     Adamw,
+}
+
+impl OptimizerArg {
+    /// The optimiser the memory planner counts (auto is AdamW at every run length).
+    pub fn planned(self) -> headroom_plan::Optimizer {
+        match self {
+            OptimizerArg::Sgd => headroom_plan::Optimizer::Sgd,
+            OptimizerArg::Auto | OptimizerArg::Adamw => headroom_plan::Optimizer::AdamW,
+        }
+    }
 }
 
 /// `--plan`.
@@ -311,9 +344,8 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
         None => {
             let mut spec = super::train_spec::spec_from_args(args, None)?;
             refuse_fp16(&spec.model, &headroom_onnx::Model::load(&spec.model)?)?;
-            super::train_plan::resolve_device_preset(&mut spec, &args.budget)?;
             if args.plan == PlanMode::Auto {
-                super::train_plan::plan_auto(&mut spec, &args.budget)?;
+                super::train_plan::plan_auto(&mut spec, &args.budget, &args.board)?;
             } else {
                 super::plan::check_unused_sizes(&args.budget)?;
             }

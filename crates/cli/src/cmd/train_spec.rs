@@ -38,7 +38,14 @@ pub fn spec_from_args(
         spec.part = trainable.to_string();
     }
     if given("device") {
-        spec.device = args.device.clone();
+        spec.device = args.device.torch_text();
+    }
+    if given("board") || given("devices") {
+        spec.device_preset = match args.board.board.as_deref() {
+            Some(name) => Some(super::device_arg::resolve_board(name, args.board.devices.as_deref())?),
+            None if base.is_none() => None,
+            None => anyhow::bail!("--devices without --board: name the board the file adds"),
+        };
     }
     if given("replay") {
         spec.replay = args.replay.as_deref().map(|p| absolute("--replay", p)).transpose()?;
@@ -126,8 +133,7 @@ pub fn spec_from_args(
                             "--lr0 {lr0} is ignored: --optimizer auto chooses the rate (use sgd or adamw to set it)"
                         );
                     }
-                    let images = train_images(&spec.data)?;
-                    *s = s.clone().with_auto_optimizer(images, inspection.classes);
+                    *s = s.clone().with_auto_optimizer(inspection.classes);
                     tracing::info!(
                         "--optimizer auto: {:?} lr0 {} momentum {}",
                         s.optimizer,
@@ -204,7 +210,7 @@ fn apply_setting_flags(
     Ok(())
 }
 
-/// Images in the train split of `data` (Ultralytics' optimiser rule counts them).
+/// Images in the train split of `data` (`--nbs auto` counts them).
 fn train_images(data: &Path) -> anyhow::Result<usize> {
     use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
     let config = DataConfig::load(data)?;

@@ -20,6 +20,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 
 use super::Outcome;
+use super::device_arg::{DEVICE_VALUES, DeviceArg, device_arg};
 use super::provider_args::{ProviderArg, count_arg};
 use state::{RunSettings, RunState};
 
@@ -102,10 +103,15 @@ pub struct RunArgs {
     /// Run preset (configs/runs.toml: field-quick, field-accurate) or a preset file.
     #[arg(long, default_value = "field-quick", value_name = "NAME|FILE")]
     pub preset: String,
-    /// Device preset of the memory planner: `auto` reads the board's model and memory, or a name
-    /// (`headroom plan --help`).
+    /// Where every step runs (labelling, training, the export's checks, the gate): cpu, cuda,
+    /// cuda:N; auto: each step takes the GPU when it can use one (`headroom train --help`,
+    /// `headroom label --help`), else the CPU.
+    #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
+    pub device: DeviceArg,
+    /// The board preset of the memory planner: `auto` reads the board's model and memory, or a
+    /// name (`headroom plan --help`).
     #[arg(long, default_value = "auto", value_name = "auto|NAME")]
-    pub device: String,
+    pub board: String,
     /// A device file adding boards (configs/devices.toml's format).
     #[arg(long, value_name = "FILE")]
     pub devices: Option<PathBuf>,
@@ -123,9 +129,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "HOURS")]
     pub time: Option<f64>,
     /// Execution providers of labelling and the gate, e.g. `tensorrt,cuda,cpu` (a provider that
-    /// fails to register is skipped with a warning).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "cpu")]
-    pub ep: Vec<ProviderArg>,
+    /// fails to register is skipped with a warning) [default: from --device, as `headroom label`].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub ep: Option<Vec<ProviderArg>>,
     /// The state folder [default: DEPLOYED's folder/.headroom-field].
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
@@ -180,7 +186,7 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
     if let Some(seed) = args.seed {
         preset.gate.seed = seed;
     }
-    let session = cpu_session(args.threads);
+    let session = cpu_session(args.threads)?;
     let report = report::evaluate_gate(
         &candidate,
         &deployed,
@@ -202,16 +208,21 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
 }
 
 /// CPU session options with these threads.
-fn cpu_session(threads: usize) -> headroom_infer::provider::SessionOptions {
-    provider_session(&[ProviderArg::Cpu], threads)
+fn cpu_session(threads: usize) -> anyhow::Result<headroom_infer::provider::SessionOptions> {
+    provider_session(DeviceArg::Cpu, Some(&[ProviderArg::Cpu]), threads)
 }
 
-fn provider_session(ep: &[ProviderArg], threads: usize) -> headroom_infer::provider::SessionOptions {
+fn provider_session(
+    device: DeviceArg,
+    ep: Option<&[ProviderArg]>,
+    threads: usize,
+) -> anyhow::Result<headroom_infer::provider::SessionOptions> {
     super::provider_args::ProviderArgs {
-        ep: ep.to_vec(),
+        device,
+        ep: ep.map(<[ProviderArg]>::to_vec),
         ep_fallback: true,
         threads,
-        device_id: 0,
+        device_id: None,
         trt_fp16: false,
         trt_int8: false,
         trt_int8_table: None,
@@ -460,7 +471,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     let work = work_dir(args.work.as_deref(), &inputs.deployed)?;
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
     let (preset_name, preset) = super::preset::load(&args.preset)?;
-    let device = super::plan::resolve_device(&args.device, args.devices.as_deref())?;
+    let device = super::device_arg::resolve_board(&args.board, args.devices.as_deref())?;
     let mut overrides = Vec::new();
     if let Some(epochs) = args.epochs {
         overrides.extend(["--epochs".to_string(), epochs.to_string()]);
@@ -479,7 +490,8 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         old: inputs.old.clone(),
         preset: preset_name.clone(),
         preset_toml: toml::to_string(&preset)?,
-        device: device.name.clone(),
+        board: device.name.clone(),
+        runs_on: args.device.to_string(),
         reserve: args.reserve.clone(),
         overrides: overrides.clone(),
     };
@@ -488,10 +500,11 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         eprintln!("continuing field run {} ({} done: {})", state.id, run.display(), state.done.join(", "));
     } else {
         eprintln!(
-            "field run {} in {} (preset {preset_name}, device {})",
+            "field run {} in {} (preset {preset_name}, board {}, device {})",
             state.id,
             run.display(),
-            device.name
+            device.name,
+            args.device
         );
     }
     // The device preset the run plans for, kept with the run (an unknown board's measured one too).
@@ -509,12 +522,14 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     };
     let labelled = work.join("labelled");
     let threads = args.threads.to_string();
-    let common_device = ["--device".to_string(), device.name.clone(), "--devices".into(), path(&device_file)];
-    let ep: Vec<String> = if args.ep.iter().all(|e| *e == ProviderArg::Cpu) {
-        Vec::new()
-    } else {
-        let list: Vec<String> = args.ep.iter().map(|e| format!("{e:?}").to_lowercase()).collect();
-        vec!["--ep".into(), list.join(","), "--ep-fallback".into()]
+    let runs_on = ["--device".to_string(), args.device.to_string()];
+    let board = ["--board".to_string(), device.name.clone(), "--devices".into(), path(&device_file)];
+    let ep: Vec<String> = match &args.ep {
+        None => Vec::new(),
+        Some(list) => {
+            let list: Vec<String> = list.iter().map(|e| format!("{e:?}").to_lowercase()).collect();
+            vec!["--ep".into(), list.join(","), "--ep-fallback".into()]
+        }
     };
 
     let steps: [(&str, Box<StepFn<'_>>); 4] = [
@@ -526,6 +541,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                     vec!["label".into(), "--teacher".into(), path(&inputs.teacher), "--images".into()];
                 a.extend([path(&inputs.images), "--out".into(), path(&labelled), "--json".into()]);
                 a.extend(["--threads".into(), threads.clone()]);
+                a.extend(runs_on.iter().cloned());
                 a.extend(ep.iter().cloned());
                 if force {
                     a.push("--force".into());
@@ -539,7 +555,10 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                 let part =
                     args.train.clone().or_else(|| preset.train.clone()).unwrap_or_else(|| "head".into());
                 let mut a = vec!["plan".into(), "--model".into(), path(&ctx.run.join("base.onnx"))];
-                a.extend(common_device.iter().cloned());
+                a.extend(runs_on.iter().cloned());
+                a.extend(board.iter().cloned());
+                // As train's --plan auto, which chooses checkpointing itself: from off.
+                a.push("--no-checkpoint".into());
                 a.extend(["--reserve".into(), args.reserve.clone(), "--train".into(), part, "--json".into()]);
                 ctx.child("plan", &a, &ctx.run.join("plan.json"), &ctx.run.join("plan.json"))
             }),
@@ -566,7 +585,8 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                     a.extend(overrides.iter().cloned());
                     a.extend(preset.train_flags(&given, Some(&inputs.teacher)));
                     a.extend(["--plan".into(), "auto".into()]);
-                    a.extend(common_device.iter().cloned());
+                    a.extend(runs_on.iter().cloned());
+                    a.extend(board.iter().cloned());
                     a.extend(["--reserve".into(), args.reserve.clone()]);
                     a.extend(["--project".into(), path(&ctx.run), "--name".into(), "train".into()]);
                 }
@@ -587,6 +607,8 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                 a.extend(["--fp16".into(), "--int8".into(), "--calib".into(), path(&inputs.images)]);
                 a.extend(["--out".into(), path(&ctx.run.join("export")), "--force".into(), "--json".into()]);
                 a.extend(["--threads".into(), threads.clone()]);
+                a.extend(runs_on.iter().cloned());
+                a.extend(board.iter().cloned());
                 if which("trtexec").is_some() {
                     a.push("--engine".into());
                 }
@@ -603,7 +625,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
 
     // The gate, in this process.
     let gate_file = run.join("gate.json");
-    let session = provider_session(&args.ep, args.threads);
+    let session = provider_session(args.device, args.ep.as_deref(), args.threads)?;
     if let Some(outcome) = ctx.step("eval", |ctx| {
         let report = report::evaluate_gate(
             &ctx.run.join("train/best.onnx"),

@@ -100,7 +100,8 @@ pub fn finish(
         "decision": decision,
         "decided_by": gate.decided_by,
         "preset": preset,
-        "device": state.settings.device,
+        "board": state.settings.board,
+        "device": state.settings.runs_on,
         "map50_95": { "candidate": gate.holdout.candidate, "deployed_before": gate.holdout.deployed },
         "gain_interval": [gate.bootstrap.low, gate.bootstrap.high],
         "old_scenes": gate.old,
@@ -155,9 +156,10 @@ fn markdown(state: &RunState, gate: &GateReport, decision: &str, deployed: &Path
         }
     }
     md += &format!(
-        "\nSettings: preset `{}`, device `{}`, teacher `{}`, images `{}`.\n\nStep times (s): {}\n",
+        "\nSettings: preset `{}`, board `{}`, device `{}`, teacher `{}`, images `{}`.\n\nStep times (s): {}\n",
         state.settings.preset,
-        state.settings.device,
+        state.settings.board,
+        state.settings.runs_on,
         state.settings.teacher.display(),
         state.settings.images.display(),
         state.seconds.iter().map(|(s, t)| format!("{s} {t:.1}")).collect::<Vec<_>>().join(", ")

@@ -23,12 +23,22 @@ pub struct RunSettings {
     pub preset: String,
     /// The preset's contents, as resolved.
     pub preset_toml: String,
-    /// The device preset chosen, and why.
-    pub device: String,
+    /// The board preset planned for (`--board`, or the one `auto` detected). State files written
+    /// before `--board` existed call it `device`.
+    #[serde(alias = "device")]
+    pub board: String,
+    /// Where the steps run (`--device`: cpu, cuda, cuda:N, auto); `auto` in older state files,
+    /// which had no such flag.
+    #[serde(default = "auto")]
+    pub runs_on: String,
     /// `--reserve`.
     pub reserve: String,
     /// `--epochs` / `--train` given on the command line.
     pub overrides: Vec<String>,
+}
+
+fn auto() -> String {
+    "auto".into()
 }
 
 /// `state.json`.
@@ -168,6 +178,15 @@ fn differences(saved: &RunSettings, now: &RunSettings) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_state_file_from_before_board_loads() {
+        let old = r#"{"images": "/i", "teacher": "/t.onnx", "holdout": "/h.yaml", "old": null,
+            "preset": "field-quick", "preset_toml": "", "device": "orin-nx-8", "reserve": "0",
+            "overrides": []}"#;
+        let settings: super::RunSettings = serde_json::from_str(old).expect("old state");
+        assert_eq!((settings.board.as_str(), settings.runs_on.as_str()), ("orin-nx-8", "auto"));
+    }
+
     #[test]
     fn utc_id_is_a_timestamp() {
         let id = super::utc_id();
