@@ -35,9 +35,11 @@ const COLOURS: [RGBColor; 13] = [
 /// by component in MiB, the budget as a red line, the chosen candidate marked `*`.
 pub fn write_chart(plan: &Plan, title: &str, path: &Path) -> Result<()> {
     register_embedded_font()?;
-    let png = render(plan, title)
-        .map_err(|e| Error::Data { reason: format!("{}: cannot draw the chart: {e}", path.display()) })?;
-    headroom_core::fsio::write_atomic(path, &png).map_err(|e| Error::Data { reason: e.to_string() })
+    let png = render(plan, title).map_err(|e| Error::File {
+        path: path.to_path_buf(),
+        reason: format!("cannot draw the chart: {e}"),
+    })?;
+    Ok(headroom_core::fsio::write_atomic(path, &png)?)
 }
 
 fn render(plan: &Plan, title: &str) -> std::result::Result<Vec<u8>, Box<dyn StdError>> {

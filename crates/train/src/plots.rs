@@ -61,8 +61,8 @@ pub fn write_plots(metrics_csv: &str, dir: &Path) -> Result<Vec<PathBuf>> {
     for chart in &charts {
         let path = dir.join(chart.file);
         let png = render(chart)
-            .map_err(|e| Error::Data { reason: format!("{}: cannot draw the plot: {e}", path.display()) })?;
-        headroom_core::fsio::write_atomic(&path, &png).map_err(|e| Error::Data { reason: e.to_string() })?;
+            .map_err(|e| Error::File { path: path.clone(), reason: format!("cannot draw the plot: {e}") })?;
+        headroom_core::fsio::write_atomic(&path, &png)?;
         written.push(path);
     }
     Ok(written)
@@ -150,7 +150,7 @@ impl<'a> Table<'a> {
 }
 
 fn data(reason: String) -> Error {
-    Error::Data { reason }
+    Error::Plot { reason }
 }
 
 /// One line of a plot.
