@@ -216,9 +216,10 @@ impl Partition {
             if let Some(late) = inputs.iter().find(|t| {
                 producer.get(t.as_str()).and_then(|p| segment_of.get(p)).is_some_and(|&from| from > s)
             }) {
+                let module =
+                    segment.module.map_or("(outside any module)".to_string(), |m| format!("model.{m}"));
                 return Err(err(format!(
-                    "module {:?} reads `{late}`, which a later module computes; this graph cannot be cut in segments by module",
-                    segment.module
+                    "{module} reads `{late}`, which a later module computes; this graph cannot be cut in segments by module"
                 )));
             }
             segment.inputs = inputs;

@@ -262,9 +262,10 @@ fn execute(
     tracing::info!("planner ({}): estimated peak {} MB for this run", preset.name, estimate["estimate_mb"]);
     restore(&mut trainer, dir, fresh)?;
     tracing::info!(
-        "training {} ({trainable}, {} parameters, {device:?}) on {} images, validating on {}; run folder {}",
+        "training {} ({trainable}, {} parameters, {}) on {} images, validating on {}; run folder {}",
         spec.model.display(),
         student.partition().parameter_count,
+        device_text,
         inputs.train.len(),
         inputs.val.len(),
         dir.display()

@@ -176,6 +176,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         calib: dir.join(format!("{stem}.int8.calib")),
     };
     let interrupt = Interrupt::install()?;
+    anyhow::ensure!(!dir.exists() || dir.is_dir(), "--out {}: exists and is not a folder", dir.display());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let _lock = publish::lock(&dir, &stem)?;
     publish::clean_up(&dir, &stem, &output_names(args, &outputs))?;
@@ -213,13 +214,17 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
 
 /// A dynamic input needs `--imgsz` for INT8; `--imgsz` must fit the model.
 fn check_input_size(args: &Args, model: &headroom_onnx::Model) -> anyhow::Result<()> {
+    use headroom_onnx::dim::format_shape;
     let inspection = headroom_onnx::inspect::inspect(model)?;
     if args.int8 && inspection.dynamic && args.imgsz.is_none() {
+        let exported = match model.metadata.imgsz {
+            Some([h, w]) => format!(" (it was exported at {w}x{h})"),
+            None => String::new(),
+        };
         anyhow::bail!(
-            "{}: the input is dynamic ({:?}): INT8 ranges hold for one size, give --imgsz (the metadata says {:?})",
+            "{}: the input is dynamic {}: INT8 ranges hold for one size, give --imgsz{exported}",
             args.model.display(),
-            inspection.input_shape.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            model.metadata.imgsz
+            format_shape(&inspection.input_shape),
         );
     }
     if let Some(size) = args.imgsz {
@@ -230,9 +235,9 @@ fn check_input_size(args: &Args, model: &headroom_onnx::Model) -> anyhow::Result
         anyhow::ensure!(
             inspection.dynamic
                 || inspection.input_shape.iter().skip(2).all(|d| d.known() == Some(i64::from(size))),
-            "--imgsz {size}: {} has a static input {:?}",
+            "--imgsz {size}: {} has a static input {}: export it again at that size, or drop --imgsz",
             args.model.display(),
-            inspection.input_shape.iter().map(ToString::to_string).collect::<Vec<_>>()
+            format_shape(&inspection.input_shape)
         );
     }
     Ok(())

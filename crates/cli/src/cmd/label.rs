@@ -84,6 +84,12 @@ fn fraction_arg(text: &str) -> Result<f64, String> {
 /// Runs `headroom label`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     anyhow::ensure!(args.min_box >= 0.0, "--min-box {} is negative", args.min_box);
+    anyhow::ensure!(args.images.is_dir(), "--images {}: not a folder of images", args.images.display());
+    anyhow::ensure!(
+        !args.out.exists() || args.out.is_dir(),
+        "--out {}: exists and is not a folder; give a folder for the dataset",
+        args.out.display()
+    );
     let class_map = match &args.class_map {
         None => None,
         Some(spec) if std::path::Path::new(spec).is_file() => {
@@ -159,7 +165,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
     } else {
         let c = &manifest.counts;
         println!(
-            "labelled {} of {} images ({} already done, {} skipped, {} beside human labels) in {:.1} s ({:.1} images/s, {:?})",
+            "labelled {} of {} images ({} already done, {} skipped, {} beside human labels) in {:.1} s ({:.1} images/s, {})",
             c.labelled,
             c.images,
             c.already_done,

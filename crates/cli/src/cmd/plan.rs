@@ -30,7 +30,7 @@ pub struct Args {
     pub train: String,
     /// Input size the ladder starts from [default: the export's]; it steps down by ~20 % in
     /// multiples of the largest stride.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(32..=8192))]
     pub imgsz: Option<u32>,
     /// Batch the ladder starts from (it halves the batch first; accumulation keeps the nominal 64).
     #[arg(long, default_value_t = 16, value_name = "N")]
@@ -62,7 +62,7 @@ pub struct PlanArgs {
     /// Memory for training: the preset's (memory less its reserve) by default; `auto` reads what
     /// is free now (MemAvailable on unified memory, the GPU's free memory on a discrete one); or a
     /// size such as 3GiB, 512MiB. (`headroom train`: with --plan auto.)
-    #[arg(long, value_name = "auto|SIZE")]
+    #[arg(long, value_name = "auto|SIZE", value_parser = budget_arg)]
     pub budget: Option<String>,
     /// Memory to leave for what else runs (the production inference engine during a field
     /// retrain), taken off the budget: a size such as 600MiB.
@@ -73,6 +73,11 @@ pub struct PlanArgs {
     /// device for --device NAME and --device auto.
     #[arg(long, value_name = "FILE")]
     pub devices: Option<PathBuf>,
+}
+
+/// `--budget`: `auto`, or a size of at least 1 MiB.
+fn budget_arg(text: &str) -> Result<String, String> {
+    if text == "auto" { Ok(text.to_string()) } else { super::provider_args::memory_size_arg(text) }
 }
 
 /// The preset `--device NAME|auto` names, from the built-ins, /etc/headroom/devices.toml and
@@ -183,7 +188,13 @@ pub fn budget(args: &PlanArgs, device: &DevicePreset) -> anyhow::Result<Budget> 
             (parse_size(text).map_err(|e| anyhow::anyhow!("--budget {e}"))?, "--budget".to_string())
         }
     };
-    let bytes = total.saturating_sub(reserve);
+    anyhow::ensure!(
+        reserve < total,
+        "--reserve {} leaves nothing of the budget ({}, {source}): give a smaller --reserve",
+        format_size(reserve),
+        format_size(total)
+    );
+    let bytes = total - reserve;
     let source =
         if reserve > 0 { format!("{source}, less --reserve {}", format_size(reserve)) } else { source };
     Ok(Budget { bytes, source })

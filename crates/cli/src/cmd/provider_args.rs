@@ -50,6 +50,19 @@ pub fn count_arg<const MIN: usize, const MAX: usize>(text: &str) -> Result<usize
     Ok(n)
 }
 
+/// A memory size on the command line (`512MiB`, `2GiB`), kept as written: refused when it does
+/// not parse or is under 1 MiB (`--memory-cap 0` would stop every pass, `--budget 0` fit nothing).
+pub fn memory_size_arg(text: &str) -> Result<String, String> {
+    let bytes = headroom_plan::parse_size(text)?;
+    if bytes < 1 << 20 {
+        return Err(format!(
+            "{} is less than 1 MiB: give a size such as 512MiB",
+            headroom_plan::format_size(bytes)
+        ));
+    }
+    Ok(text.to_string())
+}
+
 /// Execution providers, as command-line values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProviderArg {

@@ -21,10 +21,10 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Number of training images.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = super::provider_args::count_arg::<1, 999_999>)]
     pub train: usize,
-    /// Number of validation images.
-    #[arg(long, default_value_t = 32)]
+    /// Number of validation images (Ultralytics needs both splits).
+    #[arg(long, default_value_t = 32, value_parser = super::provider_args::count_arg::<1, 999_999>)]
     pub val: usize,
     /// Image size, WIDTHxHEIGHT.
     #[arg(long, value_name = "WxH", default_value = "256x192", value_parser = parse_size)]

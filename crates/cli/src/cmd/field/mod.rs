@@ -174,7 +174,9 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
     let candidate_names = class_names("--candidate", &candidate)?;
     anyhow::ensure!(
         candidate_names == names,
-        "--candidate has classes {candidate_names:?}, the deployed model {names:?}"
+        "--candidate has classes {}, the deployed model {}: compare models of the same classes",
+        candidate_names.join(", "),
+        names.join(", ")
     );
     let (_, mut preset) = super::preset::load(&args.preset)?;
     if let Some(seed) = args.seed {
@@ -414,18 +416,21 @@ fn check_inputs(args: &RunArgs) -> anyhow::Result<Inputs> {
     let teacher_names = class_names("--teacher", &teacher)?;
     anyhow::ensure!(
         teacher_names == names,
-        "--teacher {} has classes {teacher_names:?} but the deployed model has {names:?}: the teacher's labels \
-         would train the wrong classes",
-        teacher.display()
+        "--teacher {} has classes {} but the deployed model has {}: the teacher's labels would train the \
+         wrong classes",
+        teacher.display(),
+        teacher_names.join(", "),
+        names.join(", ")
     );
     for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
         let Some(data) = data else { continue };
         let config = headroom_core::dataset::DataConfig::load(data)?;
         anyhow::ensure!(
             config.names == names,
-            "{flag} {}: classes {:?} differ from the deployed model's {names:?}",
+            "{flag} {}: classes {} differ from the deployed model's {}",
             data.display(),
-            config.names
+            config.names.join(", "),
+            names.join(", ")
         );
         let split = report::check_labelled(&config, flag)?;
         if flag == "--holdout" {
