@@ -118,7 +118,7 @@ pub struct Args {
     /// (checked after every pass, Linux): it is then an out-of-memory error, and the run steps
     /// down one rung (batch halved, accumulation keeping --nbs; then checkpointing; then AMP on a
     /// GPU), reloads its last checkpoint and goes on, as after a real allocation failure.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = super::provider_args::memory_size_arg)]
     pub memory_cap: Option<String>,
     /// Re-normalise the first N convolutions of the trunk to the new images before training: each
     /// one's per-channel output mean and std on the new images set to what they are on the old
@@ -365,9 +365,9 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
 pub(super) fn refuse_fp16(path: &Path, model: &headroom_onnx::Model) -> anyhow::Result<()> {
     anyhow::ensure!(
         !model.has_float16_weights(),
-        "{}: its weights are float16 (an FP16 export): train the FP32 file it came from (`headroom export` \
-         writes M.fp16.onnx beside M.onnx), then export FP16 again",
-        path.display()
+        "{}: its weights are float16: this is an FP16 export; train {}",
+        path.display(),
+        headroom_onnx::fp32_source(path)
     );
     Ok(())
 }
