@@ -348,6 +348,54 @@ mod with_libraries {
         assert!(stderr(&out).contains(fp32), "{}", stderr(&out));
     }
 
+    /// `field run` given a text file as the teacher, a folder as the holdout, an INT8 export as the
+    /// deployed model, a file as its state folder: each named by its flag, in a line.
+    #[test]
+    fn case8_field_run_names_the_flag_of_a_wrong_input_in_a_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let data = synth_field(d, 2, 2);
+        let dataset = data.parent().expect("dataset");
+        let images = dataset.join("images/val");
+        let text = d.join("text.onnx");
+        std::fs::write(&text, "not a model\n").expect("write");
+        let export_dir = d.join("export");
+        let int8 = export_dir.join("yolov8n-shapes-160.int8.onnx");
+        let model = demo_model();
+        let calib = dataset.join("images/train");
+        let export =
+            ["-q", "export", "--model", s(&model), "--int8", "--calib", s(&calib), "--out", s(&export_dir)];
+        assert!(headroom(&export).status.success());
+        let work = d.join("work");
+        let run = |teacher: &Path, model: &Path, holdout: &Path, work: &Path| {
+            let args = [
+                "field",
+                "run",
+                "--images",
+                s(&images),
+                "--teacher",
+                s(teacher),
+                "--model",
+                s(model),
+                "--holdout",
+                s(holdout),
+                "--work",
+                s(work),
+            ];
+            headroom(&args)
+        };
+        let cases = [
+            (run(&text, &model, &data, &work), "--teacher: "),
+            (run(&model, &model, dataset, &work), "--holdout"),
+            (run(&model, &int8, &data, &work), "--model: "),
+            (run(&model, &model, &data, &text), "exists and is not a folder: give --work another path"),
+        ];
+        for (out, want) in &cases {
+            assert_refused_output(out, want);
+        }
+        assert!(stderr(&cases[2].0).contains("this is an INT8 export; train the FP32 file it came from"));
+    }
+
     fn assert_refused_output(out: &Output, want: &str) {
         let text = stderr(out);
         assert_eq!(out.status.code(), Some(2), "{text}");

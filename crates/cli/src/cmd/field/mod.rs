@@ -226,7 +226,8 @@ fn provider_session(ep: &[ProviderArg], threads: usize) -> headroom_infer::provi
 
 /// The class names of a detector.
 fn class_names(flag: &str, path: &Path) -> anyhow::Result<Vec<String>> {
-    let model = headroom_onnx::Model::load(path).with_context(|| format!("{flag} {}", path.display()))?;
+    // The model's errors name the file: say which flag gave it.
+    let model = headroom_onnx::Model::load(path).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
     let inspection = headroom_onnx::inspect::inspect(&model)
         .with_context(|| format!("{flag} {}: not a detector headroom can read", path.display()))?;
     inspection.names.with_context(|| {
@@ -239,6 +240,7 @@ fn class_names(flag: &str, path: &Path) -> anyhow::Result<Vec<String>> {
 
 /// A file that must exist, made absolute.
 fn absolute_file(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
+    anyhow::ensure!(!path.is_dir(), "{flag} {}: is a folder; give the file", path.display());
     anyhow::ensure!(path.is_file(), "{flag} {}: no such file", path.display());
     std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))
 }
@@ -248,6 +250,11 @@ fn work_dir(work: Option<&Path>, deployed: &Path) -> anyhow::Result<PathBuf> {
         Some(w) => std::path::absolute(w)?,
         None => deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field"),
     };
+    anyhow::ensure!(
+        !work.exists() || work.is_dir(),
+        "the state folder {} exists and is not a folder: give --work another path",
+        work.display()
+    );
     std::fs::create_dir_all(&work)
         .with_context(|| format!("creating the state folder {}", work.display()))?;
     Ok(work)
