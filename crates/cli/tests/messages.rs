@@ -396,6 +396,17 @@ mod with_libraries {
         assert!(stderr(&cases[2].0).contains("this is an INT8 export; train the FP32 file it came from"));
     }
 
+    /// A freeze point the model does not have: the model named once, the points as a range.
+    #[test]
+    fn case8_a_freeze_point_out_of_range_names_the_model_once_and_the_points_as_a_range() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth_field(dir.path(), 2, 2);
+        let out = train(&data, &dir.path().join("runs"), "frozen", &["--train", "99"]);
+        assert_refused_output(&out, "valid freeze points are 0 to 22 (10 is neck+head, 22 is head)");
+        let model = demo_model();
+        assert_eq!(stderr(&out).matches(s(&model)).count(), 1, "{}", stderr(&out));
+    }
+
     fn assert_refused_output(out: &Output, want: &str) {
         let text = stderr(out);
         assert_eq!(out.status.code(), Some(2), "{text}");

@@ -223,9 +223,15 @@ fn execute(
     let device = device::torch_device(&device_text)?;
     let mut start = starting_model(&spec, options.threads)?;
     let trainable = spec.trainable()?;
-    let student = Student::new(&start.model, trainable, device).map_err(|e| Error::Input {
-        path: spec.model.clone(),
-        reason: format!("preparing for training ({trainable}): {e}"),
+    let student = Student::new(&start.model, trainable, device).map_err(|e| {
+        // Most of these errors name the model already: once is enough.
+        let text = e.to_string();
+        let prefix = format!("{}: ", spec.model.display());
+        let reason = text.strip_prefix(&prefix).unwrap_or(&text);
+        Error::Input {
+            path: spec.model.clone(),
+            reason: format!("preparing for training ({trainable}): {reason}"),
+        }
     })?;
     check_batch(&spec, &start.model, &student)?;
     let inspection = student.inspection().clone();
