@@ -31,7 +31,9 @@ fn assert_short(text: &str) {
         .collect();
     assert!(lines.len() <= 2, "{} lines:\n{text}", lines.len());
     assert!(!text.contains("error: error:"), "{text}");
-    for debug in ["Some(", "None", "[\"", "Known(", "Symbol(", "os error 21", "training data:"] {
+    for debug in
+        ["Some(", "None", "[\"", "Known(", "Symbol(", "os error 21", "training data:", "invalid argument `"]
+    {
         assert!(!text.contains(debug), "`{debug}` in:\n{text}");
     }
 }
@@ -195,6 +197,7 @@ mod with_onnxruntime {
                 "text.onnx is not an ONNX model",
             ),
             (vec!["synth", "--out", s(&out), "--train", "0"], "--train"),
+            (vec!["synth", "--out", s(&out), "--size", "0x0"], "'--size <WxH>': `0x0`: each side must be"),
             (vec!["synth", "--out", s(&out), "--val", "-2"], "--val"),
             (vec!["train", "--model", m, "--data", y, "--epochs", "-3"], "--epochs"),
             (vec!["train", "--resume", o], "no run to resume"),

@@ -75,7 +75,11 @@ pub struct Size {
 }
 
 fn parse_size(text: &str) -> Result<Size, String> {
-    synth::parse_size(text).map(|(width, height)| Size { width, height }).map_err(|e| e.to_string())
+    // clap names the flag and the value: only the reason is needed.
+    synth::parse_size(text).map(|(width, height)| Size { width, height }).map_err(|e| match e {
+        headroom_core::Error::InvalidArgument { message, .. } => message,
+        other => other.to_string(),
+    })
 }
 
 /// Runs `headroom synth`.
