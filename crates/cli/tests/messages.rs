@@ -342,6 +342,15 @@ mod with_libraries {
                 );
             }
         }
+        // Nor are they exported again: the FP32 file is.
+        let again = dir.path().join("again");
+        for (export, what) in [(&fp16, "FP16"), (&int8, "INT8")] {
+            let args = ["export", "--model", s(export), "--fp16", "--out", s(&again)];
+            assert_refused(
+                &args,
+                &format!("this is an {what} export already; export the FP32 file it came from"),
+            );
+        }
         // The FP16 export teaches as a dense-distillation teacher: its float16 head is read as float32.
         let project = dir.path().join("runs");
         let out = train(&data, &project, "fp16-teacher", &["--teacher", s(&fp16)]);

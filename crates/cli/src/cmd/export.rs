@@ -163,7 +163,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         !args.int8 || args.calib.is_some(),
         "--int8 needs calibration images: --calib DIR|data.yaml"
     );
-    let model = headroom_onnx::Model::load(&args.model)?;
+    let model = load_fp32(&args.model)?;
     check_input_size(args, &model)?;
     let stem = args.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let dir = match &args.out {
@@ -210,6 +210,26 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         }
         _ => Ok(Outcome::Success),
     }
+}
+
+/// The model to export, refused when it is one of headroom's own FP16 or INT8 exports (naming the
+/// FP32 file to export instead).
+fn load_fp32(path: &Path) -> anyhow::Result<headroom_onnx::Model> {
+    let model = match headroom_onnx::Model::load(path) {
+        Err(headroom_onnx::Error::Quantized { path, nodes }) => anyhow::bail!(
+            "{}: {nodes} QuantizeLinear/DequantizeLinear nodes: this is an INT8 export already; export {}",
+            path.display(),
+            headroom_onnx::fp32_source(&path)
+        ),
+        other => other?,
+    };
+    anyhow::ensure!(
+        !model.has_float16_weights(),
+        "{}: its weights are float16: this is an FP16 export already; export {}",
+        path.display(),
+        headroom_onnx::fp32_source(path)
+    );
+    Ok(model)
 }
 
 /// A dynamic input needs `--imgsz` for INT8; `--imgsz` must fit the model.
