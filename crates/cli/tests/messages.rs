@@ -405,6 +405,21 @@ mod with_libraries {
         for (out, want) in &cases {
             assert_refused_output(out, want);
         }
+        let negative = [
+            "field",
+            "run",
+            "--images",
+            "i",
+            "--teacher",
+            "t",
+            "--model",
+            "m",
+            "--holdout",
+            "h",
+            "--epochs",
+            "-1",
+        ];
+        assert_refused(&negative, "invalid value '-1' for '--epochs <EPOCHS>'");
         assert!(stderr(&cases[2].0).contains("this is an INT8 export; train the FP32 file it came from"));
     }
 

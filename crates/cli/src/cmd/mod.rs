@@ -71,7 +71,6 @@ pub enum Command {
     /// The field loop: label new images, plan, train, export, and deploy only when a gate on a
     /// holdout and the old scenes passes; rollback; a systemd timer (docs/FIELD.md).
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-    #[command(allow_negative_numbers = true)]
     Field(field::Args),
 }
 
