@@ -201,6 +201,11 @@ mod with_onnxruntime {
             (vec!["synth", "--out", s(&out), "--val", "-2"], "--val"),
             (vec!["train", "--model", m, "--data", y, "--epochs", "-3"], "--epochs"),
             (vec!["train", "--resume", o], "no run to resume"),
+            (
+                vec!["train", "--model", m, "--data", y, "--patience", "-1"],
+                "`-1` is not a whole number (0 or more)",
+            ),
+            (vec!["plan", "--model", m, "--device", "x86-cpu", "--batch", "x"], "`x` is not a whole number"),
             (vec!["plan", "--model", s(&text), "--device", "x86-cpu"], "text.onnx is not an ONNX model"),
             (
                 vec!["plan", "--model", m, "--device", "x86-cpu", "--reserve", "100GiB"],

@@ -12,7 +12,7 @@ pub struct DecodeArgs {
     #[arg(long, default_value_t = 0.7)]
     pub iou: f32,
     /// Maximum boxes per image.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<usize>, default_value_t = 300)]
     pub max_det: usize,
     /// Class-agnostic NMS.
     #[arg(long)]

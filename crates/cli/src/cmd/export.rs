@@ -79,7 +79,7 @@ pub struct Args {
     pub max_drop: f64,
     /// Input size for calibrating a model with a dynamic input (written into the exported files'
     /// `imgsz` metadata).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u32>, value_name = "N")]
     pub imgsz: Option<u32>,
     /// The TensorRT version the calibration cache and engine names are for (JetPack 6.1/6.2: 10.3.0).
     #[arg(long, default_value = "10.3.0", value_name = "X.Y.Z")]

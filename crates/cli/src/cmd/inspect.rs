@@ -32,13 +32,14 @@ pub struct Args {
     #[arg(long, value_name = "IMG", requires = "check")]
     pub image: Option<PathBuf>,
     /// Square input size for `--check` on a dynamic model (default: its metadata `imgsz`).
-    #[arg(long, value_name = "N", requires = "check")]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u32>, value_name = "N", requires = "check")]
     pub imgsz: Option<u32>,
     /// Threads for ONNX Runtime and libtorch in `--check` (0: their defaults; at most 256).
     #[arg(long, default_value_t = 0, requires = "check", value_parser = super::provider_args::count_arg::<0, 256>)]
     pub threads: usize,
     /// After the check, time N forward passes of each and print the medians.
     #[arg(long, default_value_t = 0, value_name = "N", requires = "check")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub repeat: usize,
 }
 

@@ -36,6 +36,7 @@ pub struct Args {
     pub min_box: f32,
     /// Also store the N best pre-NMS candidates per image in the soft-score file.
     #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub topk: usize,
     /// Image decoding and letterboxing threads (1–256) [default: a quarter of the cores, at least 1].
     #[arg(long, value_parser = count_arg::<1, 256>)]
@@ -64,7 +65,7 @@ pub struct Args {
     #[arg(long, value_name = "F", value_parser = fraction_arg, allow_negative_numbers = true)]
     pub val_fraction: Option<f64>,
     /// Seed of the split's hash [default: the dataset's recorded seed, else 0].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, value_name = "N")]
     pub seed: Option<u64>,
     /// Print the manifest as JSON on stdout.
     #[arg(long)]

@@ -34,6 +34,7 @@ pub struct Args {
     pub imgsz: Option<u32>,
     /// Batch the ladder starts from (it halves the batch first; accumulation keeps the nominal 64).
     #[arg(long, default_value_t = 16, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub batch: usize,
     /// Optimiser (AdamW keeps two moments, SGD one).
     #[arg(long, default_value = "adamw", value_parser = ["sgd", "adamw"])]
@@ -43,10 +44,12 @@ pub struct Args {
     pub trunk: String,
     /// Objects per image the loss' assigner is sized for.
     #[arg(long, default_value_t = 16, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub objects: usize,
     /// Training images (sizes the feature cache's file, reported beside the peak: its pages are
     /// page cache the kernel can drop).
     #[arg(long, default_value_t = 500, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub images: usize,
     /// Print the plan as JSON on stdout instead of the table.
     #[arg(long)]

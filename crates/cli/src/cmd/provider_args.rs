@@ -33,7 +33,7 @@ pub struct ProviderArgs {
     #[arg(long, value_name = "DIR")]
     pub trt_engine_cache: Option<PathBuf>,
     /// TensorRT: builder workspace limit, MiB.
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_parser = whole_arg::<usize>, value_name = "MIB")]
     pub trt_workspace_mib: Option<usize>,
     /// TensorRT: keep the tactic timing cache in this folder.
     #[arg(long, value_name = "DIR")]
@@ -48,6 +48,12 @@ pub fn count_arg<const MIN: usize, const MAX: usize>(text: &str) -> Result<usize
         return Err(format!("{n} is outside {MIN}..={MAX}"));
     }
     Ok(n)
+}
+
+/// A whole number of type `T` (`--patience 10`): `-1` or `ten` are refused as "not a whole number
+/// (0 or more)" rather than with Rust's "invalid digit found in string".
+pub fn whole_arg<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    text.trim().parse::<T>().map_err(|_| format!("`{text}` is not a whole number (0 or more)"))
 }
 
 /// A memory size on the command line (`512MiB`, `2GiB`), kept as written: refused when it does

@@ -18,7 +18,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PresetArg::Base)]
     pub preset: PresetArg,
     /// Seed: the same seed gives the same bytes.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0)]
     pub seed: u64,
     /// Number of training images.
     #[arg(long, default_value_t = 64, value_parser = super::provider_args::count_arg::<1, 999_999>)]

@@ -26,6 +26,7 @@ pub struct Args {
     pub train: String,
     /// Freeze modules 0..N and train the rest (Ultralytics' `freeze=N`; the same as --train N).
     #[arg(long, value_name = "N", conflicts_with = "train")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub freeze: Option<usize>,
     /// Epochs.
     #[arg(long, default_value_t = 10, value_parser = super::provider_args::count_arg::<1, 10000>)]
@@ -33,6 +34,7 @@ pub struct Args {
     /// Stop when the val fitness has not improved for N epochs (Ultralytics' `patience`; 0: never).
     /// Saved with the run; a resumed run keeps it.
     #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub patience: usize,
     /// Stop before an epoch that would end past this many hours of training, summed over the run's
     /// sessions (Ultralytics' `time`: the nightly window). Saved with the run.
@@ -127,7 +129,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0, value_parser = super::provider_args::count_arg::<0, 64>)]
     pub renorm: usize,
     /// Passes before --memory-cap is checked (to hit it mid-epoch in tests).
-    #[arg(long, default_value_t = 0, hide = true)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0, hide = true)]
     pub memory_cap_after: u64,
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
     /// torch (headroom's libtorch executor).
@@ -143,7 +145,7 @@ pub struct Args {
     #[arg(long)]
     pub amp: bool,
     /// Checkpoint every N optimiser steps within an epoch (0: at epoch ends only).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 10)]
     pub save_period: u64,
     /// Old-domain data to replay against forgetting: each epoch adds a seeded sample of this dataset's
     /// train split to the new images (docs/TRAIN.md: without it a field retrain lost 21.6 points on
@@ -157,7 +159,7 @@ pub struct Args {
     #[arg(long)]
     pub no_checkpoint: bool,
     /// Seed of the data order and flips.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0)]
     pub seed: u64,
     /// Parent folder of runs.
     #[arg(long, default_value = "runs/train", value_name = "DIR")]

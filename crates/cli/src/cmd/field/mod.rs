@@ -70,7 +70,7 @@ pub struct GateArgs {
     #[arg(long, default_value = "field-quick", value_name = "NAME|FILE")]
     pub preset: String,
     /// Seed of the bootstrap [default: the preset's].
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::provider_args::whole_arg::<u64>)]
     pub seed: Option<u64>,
     /// ONNX Runtime threads (0: its default).
     #[arg(long, default_value_t = 0, value_parser = count_arg::<0, 256>)]
