@@ -188,6 +188,7 @@ mod with_onnxruntime {
             (vec!["eval", "--model", m, "--data", o], "is a folder: give the data.yaml in it"),
             (vec!["eval", "--model", m, "--data", s(&no_val)], "no-val.yaml: key `val:` is missing"),
             (vec!["eval", "--model", m, "--data", y, "--conf", "-1"], "--conf -1 is not in [0, 1]"),
+            (vec!["eval", "--model", m, "--data", y, "--conf", "x"], "'--conf <CONF>': `x` is not a number"),
             (vec!["label", "--teacher", m, "--images", s(&nowhere), "--out", s(&out)], "--images"),
             (vec!["label", "--teacher", m, "--images", i, "--out", s(&text)], "--out"),
             (vec!["label", "--teacher", m, "--images", i, "--out", s(&out), "--threads", "-1"], "--threads"),

@@ -10,6 +10,7 @@ use headroom_infer::decode::DecodeOptions;
 pub struct DecodeArgs {
     /// NMS IoU threshold.
     #[arg(long, default_value_t = 0.7)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub iou: f32,
     /// Maximum boxes per image.
     #[arg(long, value_parser = super::provider_args::whole_arg::<usize>, default_value_t = 300)]

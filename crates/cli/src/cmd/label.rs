@@ -23,6 +23,7 @@ pub struct Args {
     pub out: PathBuf,
     /// Minimum confidence of a kept box (Ultralytics `predict`'s default).
     #[arg(long, default_value_t = 0.25)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub conf: f32,
     /// Detection thresholds.
     #[command(flatten)]
@@ -33,6 +34,7 @@ pub struct Args {
     pub class_map: Option<String>,
     /// Drop boxes narrower or lower than this many image pixels.
     #[arg(long, default_value_t = 0.0, value_name = "PIXELS")]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub min_box: f32,
     /// Also store the N best pre-NMS candidates per image in the soft-score file.
     #[arg(long, default_value_t = 0, value_name = "N")]

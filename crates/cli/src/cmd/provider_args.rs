@@ -56,6 +56,12 @@ pub fn whole_arg<T: std::str::FromStr>(text: &str) -> Result<T, String> {
     text.trim().parse::<T>().map_err(|_| format!("`{text}` is not a whole number (0 or more)"))
 }
 
+/// A number of type `T` (`--lr0 0.01`): `abc` is refused as "not a number" rather than with Rust's
+/// "invalid float literal". Ranges are checked where the value is used.
+pub fn number_arg<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    text.trim().parse::<T>().map_err(|_| format!("`{text}` is not a number"))
+}
+
 /// A memory size on the command line (`512MiB`, `2GiB`), kept as written: refused when it does
 /// not parse or is under 1 MiB (`--memory-cap 0` would stop every pass, `--budget 0` fit nothing).
 pub fn memory_size_arg(text: &str) -> Result<String, String> {

@@ -57,16 +57,19 @@ pub struct Args {
     /// Initial learning rate of sgd and adamw (warmup, then decay to lr0·0.01) [default: 1e-4;
     /// SGD at 1e-3 wrecked the converged demo model]. auto chooses its own and ignores this.
     #[arg(long)]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub lr0: Option<f64>,
     /// Cosine instead of linear learning-rate decay.
     #[arg(long)]
     pub cos_lr: bool,
     /// Clip the gradients' L2 norm at each step to this (Ultralytics: 10; 0: off).
     #[arg(long, default_value_t = 10.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub max_grad_norm: f64,
     /// Distillation: gain of a KL term between the teacher's soft class scores (written by
     /// `headroom label` beside its labels) and the student's, on the anchors assigned to objects.
     #[arg(long, default_value_t = 0.0, value_name = "WEIGHT")]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub kd: f64,
     /// Dense distillation: this teacher (an ONNX detector with the student's classes, box bins and
     /// strides) runs on every training batch, augmented and replayed images alike, and the
@@ -76,25 +79,31 @@ pub struct Args {
     pub teacher: Option<PathBuf>,
     /// Gain of the dense distillation term (with --teacher).
     #[arg(long, default_value_t = 1.0, value_name = "WEIGHT", requires = "teacher")]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub dense_kd: f64,
     /// Pull toward the starting weights against forgetting (L2-SP: adds anchor·(w − w₀) to each
     /// step's gradient; 0: off). --replay is the measured remedy (docs/TRAIN.md).
     #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub anchor: f64,
     /// Probability of a left-right flip per image.
     #[arg(long, default_value_t = 0.5)]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub flip: f64,
     /// HSV augmentation gains: hue, saturation, value (Ultralytics: 0.015,0.7,0.4; default off).
     #[arg(long, default_value = "0,0,0", value_name = "H,S,V")]
     pub hsv: String,
     /// Random translation, a fraction of the input (Ultralytics: 0.1; default off).
     #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub translate: f32,
     /// Random scale gain: the image is scaled by 1 ± this (Ultralytics: 0.5; default off).
     #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub scale: f32,
     /// Probability of a 4-image mosaic (Ultralytics: 1.0; default off).
     #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub mosaic: f32,
     /// Map dataset classes onto the student's: SRC=DST,... (ids or names; DST `drop` removes them).
     #[arg(long, value_name = "SRC=DST,...")]
@@ -154,6 +163,7 @@ pub struct Args {
     pub replay: Option<PathBuf>,
     /// Replayed images per new image and epoch (with --replay).
     #[arg(long, default_value_t = 1.0, requires = "replay")]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub replay_fraction: f64,
     /// Keep the head's activations for backward instead of recomputing them (faster, more memory).
     #[arg(long)]

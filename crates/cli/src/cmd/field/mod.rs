@@ -124,6 +124,7 @@ pub struct RunArgs {
     /// The training's time budget in hours (`headroom train --time`: it stops before an epoch that
     /// would overrun; the nightly window) [default: the preset's, else none].
     #[arg(long, value_name = "HOURS")]
+    #[arg(value_parser = crate::cmd::provider_args::number_arg::<f64>)]
     pub time: Option<f64>,
     /// Execution providers of labelling and the gate, e.g. `tensorrt,cuda,cpu` (a provider that
     /// fails to register is skipped with a warning).
