@@ -186,6 +186,10 @@ mod with_onnxruntime {
                 "empty.onnx: the file is empty, not an ONNX model",
             ),
             (vec!["eval", "--model", m, "--data", o], "is a folder: give the data.yaml in it"),
+            (
+                vec!["eval", "--model", m, "--data", s(&nowhere)],
+                "nope: no such file: give a dataset's data.yaml",
+            ),
             (vec!["eval", "--model", m, "--data", s(&no_val)], "no-val.yaml: key `val:` is missing"),
             (vec!["eval", "--model", m, "--data", y, "--conf", "-1"], "--conf -1 is not in [0, 1]"),
             (vec!["eval", "--model", m, "--data", y, "--conf", "x"], "'--conf <CONF>': `x` is not a number"),

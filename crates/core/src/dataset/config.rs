@@ -79,6 +79,11 @@ impl DataConfig {
             let message = "is a folder: give the data.yaml in it".to_string();
             return Err(Error::Dataset { path: path.to_path_buf(), message });
         }
+        if !path.exists() {
+            let message = "no such file: give a dataset's data.yaml (`headroom synth` or `label` writes one)"
+                .to_string();
+            return Err(Error::Dataset { path: path.to_path_buf(), message });
+        }
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         Self::from_yaml_str(path, &text)
     }
