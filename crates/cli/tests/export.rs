@@ -251,7 +251,7 @@ mod with_onnxruntime {
         std::fs::write(empty.join("notes.txt"), "not an image").expect("write");
         let run = headroom(&[&base[..], &["--calib", s(&empty)]].concat());
         assert_eq!(run.status.code(), Some(2));
-        assert!(stderr(&run).contains("has no images in"), "{}", stderr(&run));
+        assert!(stderr(&run).contains("no images for --calib in this folder"), "{}", stderr(&run));
         let missing = headroom(&[&base[..], &["--calib", s(&dir.path().join("nope"))]].concat());
         assert!(stderr(&missing).contains("no such folder"), "{}", stderr(&missing));
         let broken = dir.path().join("broken");

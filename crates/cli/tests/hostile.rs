@@ -186,9 +186,9 @@ mod with_onnxruntime {
         let file = dir.path().join("file.txt");
         std::fs::write(&file, b"x").expect("write");
         for (images, want) in [
-            (dir.path().join("missing"), "is not a folder of images"),
-            (file.clone(), "is not a folder of images"),
-            (empty.clone(), "has no images"),
+            (dir.path().join("missing"), "--images"),
+            (file.clone(), "not a folder of images"),
+            (empty.clone(), "no images for --images in this folder"),
         ] {
             let out = dir.path().join("out");
             let run = headroom(&label_args(&model, &images, &out));

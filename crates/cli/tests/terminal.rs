@@ -212,47 +212,4 @@ mod with_libraries {
             assert!(stderr(&out).contains(flag), "{flag}: {}", stderr(&out));
         }
     }
-
-    #[test]
-    fn headroom_s_own_exports_are_checked_or_named_in_a_line() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let data = synth_field(dir.path(), 4, 1);
-        let calib = data.parent().expect("dataset").join("images/train");
-        let out_dir = dir.path().join("export");
-        let export = headroom(&[
-            "-q",
-            "export",
-            "--model",
-            s(&demo_model()),
-            "--fp16",
-            "--int8",
-            "--calib",
-            s(&calib),
-            "--out",
-            s(&out_dir),
-        ]);
-        assert!(export.status.success(), "{}", stderr(&export));
-        // The FP16 export runs in the check (its head tensors are float16) within the FP16 tolerance.
-        let fp16 = out_dir.join("yolov8n-shapes-160.fp16.onnx");
-        let check = headroom(&["inspect", s(&fp16), "--check"]);
-        assert!(check.status.success(), "{}{}", String::from_utf8_lossy(&check.stdout), stderr(&check));
-        // The FP16 one cannot be trained or planned: the message names the file to train.
-        for args in [
-            vec!["train", "--model", s(&fp16), "--data", s(&data)],
-            vec!["plan", "--model", s(&fp16), "--board", "x86-cpu"],
-        ] {
-            let out = headroom(&args);
-            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-            assert!(stderr(&out).contains("its weights are float16"), "{args:?}: {}", stderr(&out));
-        }
-        // The INT8 one cannot be trained or inspected: one short line says what it is and what to use.
-        let int8 = out_dir.join("yolov8n-shapes-160.int8.onnx");
-        for args in [vec!["inspect", s(&int8)], vec!["train", "--model", s(&int8), "--data", s(&data)]] {
-            let out = headroom(&args);
-            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-            let text = stderr(&out);
-            assert!(text.contains("INT8 (Q/DQ) export") && text.contains("QuantizeLinear"), "{text}");
-            assert!(text.len() < 700, "{} characters: {text}", text.len());
-        }
-    }
 }

@@ -293,7 +293,7 @@ mod with_libraries {
         std::fs::write(&garbage, b"not a model").expect("write");
         for (teacher, extra, want) in [
             (numbered.as_path(), None, "classes are 0, 1, 2 but the student's are circle, square, triangle"),
-            (garbage.as_path(), None, "the teacher cannot be read"),
+            (garbage.as_path(), None, "--teacher: "),
             (teacher.as_path(), Some("--cache-features"), "drop --cache-features or --teacher"),
         ] {
             let mut a = epochs(args(&data, &project, "refused"), "1");

@@ -131,7 +131,11 @@ mod with_libraries {
         garbage.extend(["--memory-cap".into(), "garbage".into()]);
         let out = run(&garbage);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        assert!(stderr(&out).contains("memory_cap") && !project.join("garbage").exists(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--memory-cap") && !project.join("garbage").exists(),
+            "{}",
+            stderr(&out)
+        );
     }
 
     #[test]

@@ -113,6 +113,16 @@ pub enum Error {
     },
 }
 
+/// `class 7 is out of range: data.yaml has 3 classes, ids 0 to 2`, or for a class field that is not
+/// a whole number, `class `1.5` is not a whole number: data.yaml has 3 classes, ids 0 to 2`.
+fn class_problem(text: &str, nc: usize) -> String {
+    let ids = format!("data.yaml has {nc} classes, ids 0 to {}", nc.saturating_sub(1));
+    match text.parse::<f64>() {
+        Ok(id) if id.fract() == 0.0 => format!("class {id} is out of range: {ids}"),
+        _ => format!("class `{text}` is not a whole number: {ids}"),
+    }
+}
+
 /// What is wrong with one line of a label file (`class cx cy w h`, normalised).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LabelProblem {
@@ -130,8 +140,8 @@ pub enum LabelProblem {
         /// The text found.
         text: String,
     },
-    /// The class id is not an integer in `0..nc`.
-    #[error("class `{text}` is not a class id of this dataset: data.yaml names {nc} classes, ids 0 to {}", nc.saturating_sub(1))]
+    /// The class id is a whole number, or not one, outside `0..nc`.
+    #[error("{}", class_problem(text, *nc))]
     ClassOutOfRange {
         /// The class field as written.
         text: String,

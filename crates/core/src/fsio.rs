@@ -267,6 +267,7 @@ impl OutputLock {
         if !try_lock(&file).map_err(|e| Error::io(&path, e))? {
             let holder = std::fs::read_to_string(&path).unwrap_or_default();
             let holder = holder.lines().collect::<Vec<_>>().join(", ");
+            let holder = if holder.is_empty() { "its holder is not named".to_string() } else { holder };
             return Err(Error::Locked { path, scope: scope.to_string(), holder });
         }
         let text = format!("pid {}\ncommand {command}\nsince {}\n", std::process::id(), utc_now());

@@ -28,7 +28,7 @@ pub enum Error {
     },
     /// An execution provider is compiled in but ONNX Runtime would not register it.
     #[error(
-        "execution provider {provider:?} failed to register: {reason}; pass --ep-fallback to use the next one"
+        "execution provider {provider} failed to register: {reason}; pass --ep-fallback to use the next one"
     )]
     ProviderUnavailable {
         /// The provider.

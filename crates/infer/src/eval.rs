@@ -67,11 +67,11 @@ pub fn check_classes(model_names: Option<&[String]>, data_names: &[String]) -> R
     if model_names.len() != data_names.len() {
         return Err(Error::Mismatch {
             message: format!(
-                "the model has {} classes {:?} but the dataset has {} {:?}",
+                "the model has {} classes ({}) but the dataset has {} ({}): evaluate on a dataset of the model's classes",
                 model_names.len(),
-                model_names,
+                model_names.join(", "),
                 data_names.len(),
-                data_names
+                data_names.join(", ")
             ),
         });
     }

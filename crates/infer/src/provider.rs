@@ -17,6 +17,17 @@ pub enum ExecutionProvider {
     Tensorrt,
 }
 
+/// The name `--ep` takes: `cpu`, `cuda`, `tensorrt`.
+impl std::fmt::Display for ExecutionProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+            Self::Tensorrt => "tensorrt",
+        })
+    }
+}
+
 impl ExecutionProvider {
     /// The cargo feature that compiles this provider's registration (`None`: always compiled).
     pub fn feature(self) -> Option<&'static str> {

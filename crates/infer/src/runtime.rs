@@ -136,7 +136,18 @@ pub fn open_session(model: &Path, options: &SessionOptions) -> Result<(Session, 
             std::io::Error::new(std::io::ErrorKind::NotFound, why),
         )));
     }
-    open(model, options, |builder| builder.commit_from_file(model))
+    if std::fs::metadata(model).is_ok_and(|m| m.len() == 0) {
+        let empty = std::io::Error::other("the file is empty, not an ONNX model");
+        return Err(Error::Core(headroom_core::Error::io(model, empty)));
+    }
+    open(model, options, |builder| builder.commit_from_file(model)).map_err(|e| match e {
+        // ONNX Runtime's own words for a file that is not a model repeat the path without a space.
+        Error::Session { path, reason } if reason.contains("Protobuf parsing failed") => Error::Session {
+            path,
+            reason: "not an ONNX model, or truncated (Protobuf parsing failed)".into(),
+        },
+        other => other,
+    })
 }
 
 /// Opens a model held in memory (`bytes`; `name` labels errors), as [`open_session`] does.
@@ -168,7 +179,7 @@ fn open(
         match register(&mut builder, provider, options) {
             Ok(()) => registered.push(provider),
             Err(e) if options.fallback => {
-                tracing::warn!("execution provider {provider:?} not used: {e}; falling back");
+                tracing::warn!("execution provider {provider} not used: {e}; falling back");
             }
             Err(e) => return Err(e),
         }

@@ -56,10 +56,12 @@ impl OrtTrunk {
         self.outputs
             .iter()
             .map(|name| {
-                let value = outputs.get(name.as_str()).ok_or_else(|| Error::Session {
-                    path: path.clone(),
-                    reason: format!("no output `{name}`"),
-                })?;
+                let value = outputs
+                    .get(format!("{name}{}", headroom_onnx::extract::FLOAT_OUTPUT_SUFFIX).as_str())
+                    .ok_or_else(|| Error::Session {
+                        path: path.clone(),
+                        reason: format!("no output `{name}`"),
+                    })?;
                 let (shape, data) = value.try_extract_tensor::<f32>().map_err(err)?;
                 Ok((data.to_vec(), shape.iter().copied().collect()))
             })

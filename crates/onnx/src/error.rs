@@ -24,8 +24,7 @@ impl std::fmt::Display for UnsupportedOp {
     }
 }
 
-/// The unsupported operators in a line or two: counted by type, the first node of each named, and
-/// what to do when they are an INT8 export's Q/DQ pairs.
+/// The unsupported operators in a line or two: counted by type, the first node of each named.
 fn list(ops: &[UnsupportedOp]) -> String {
     let mut kinds: Vec<(String, usize, &str)> = Vec::new();
     for op in ops {
@@ -38,18 +37,30 @@ fn list(ops: &[UnsupportedOp]) -> String {
             None => kinds.push((kind, 1, op.node.as_str())),
         }
     }
-    let mut text = kinds
+    kinds
         .iter()
         .map(|(kind, n, first)| format!("{n} {kind} (first: node `{first}`)"))
         .collect::<Vec<_>>()
-        .join(", ");
-    if kinds.iter().all(|(k, _, _)| k == "QuantizeLinear" || k == "DequantizeLinear") {
-        text.push_str(
-            ": this is an INT8 (Q/DQ) export; give the FP32 file it came from (`headroom export` writes \
-             M.int8.onnx beside M.onnx), or run this one with `headroom eval`",
-        );
+        .join(", ")
+}
+
+/// Whether every unsupported operator is a `QuantizeLinear` or `DequantizeLinear`: an INT8 export.
+pub(crate) fn all_qdq(ops: &[UnsupportedOp]) -> bool {
+    !ops.is_empty()
+        && ops.iter().all(|op| {
+            matches!(op.domain.as_str(), "" | "ai.onnx")
+                && matches!(op.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear")
+        })
+}
+
+/// The FP32 file an export `M.int8.onnx` or `M.fp16.onnx` came from: `M.onnx` (by `headroom
+/// export`'s naming), or "the FP32 file it came from" for another name.
+pub fn fp32_source(path: &std::path::Path) -> String {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    match name.strip_suffix(".int8.onnx").or_else(|| name.strip_suffix(".fp16.onnx")) {
+        Some(stem) => format!("the FP32 file it came from ({stem}.onnx)"),
+        None => "the FP32 file it came from".to_string(),
     }
-    text
 }
 
 /// Everything that can go wrong reading an ONNX model.
@@ -94,6 +105,19 @@ pub enum Error {
         path: PathBuf,
         /// Every unsupported node.
         ops: Vec<UnsupportedOp>,
+    },
+    /// An INT8 export (QuantizeLinear/DequantizeLinear pairs), which headroom runs in ONNX Runtime
+    /// and shows but does not train.
+    #[error(
+        "{}: {nodes} QuantizeLinear/DequantizeLinear nodes: this is an INT8 export; train {}",
+        path.display(),
+        fp32_source(path)
+    )]
+    Quantized {
+        /// The file.
+        path: PathBuf,
+        /// The Q/DQ nodes.
+        nodes: usize,
     },
     /// A node is malformed: wrong arity, missing or mistyped attribute, bad value.
     #[error("node `{node}` ({op_type}, opset {opset}): {reason}")]

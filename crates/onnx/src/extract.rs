@@ -7,11 +7,19 @@ use std::path::Path;
 
 use prost::Message as _;
 
-use crate::proto::{TypeProto, ValueInfoProto, type_proto};
+use crate::proto::{
+    AttributeProto, NodeProto, TypeProto, ValueInfoProto, attribute_proto::AttributeType,
+    tensor_proto::DataType, type_proto,
+};
 use crate::{Error, Model, Result};
 
+/// What [`extract`] appends to an output's name: the output is that tensor cast to float32 (an
+/// FP16 export's tensors are float16).
+pub const FLOAT_OUTPUT_SUFFIX: &str = "__headroom_f32";
+
 /// The bytes of a model holding only what `model` needs to compute `outputs` from its inputs;
-/// `outputs` become the graph's outputs (float tensors), metadata and opsets are kept.
+/// each of `outputs`, cast to float32, becomes a graph output named with [`FLOAT_OUTPUT_SUFFIX`]
+/// appended; metadata and opsets are kept.
 pub fn extract(model: &Model, outputs: &[String]) -> Result<Vec<u8>> {
     let err = |reason: String| Error::WriteBack { path: model.path.clone(), reason };
     let mut proto = model.proto.clone();
@@ -41,8 +49,29 @@ pub fn extract(model: &Model, outputs: &[String]) -> Result<Vec<u8>> {
     graph.node = nodes.into_iter().zip(&keep).filter(|(_, k)| **k).map(|(n, _)| n).collect();
     graph.initializer.retain(|t| t.name.as_ref().is_some_and(|n| needed.contains(n)));
     graph.value_info.retain(|v| v.name.as_ref().is_some_and(|n| needed.contains(n)));
-    graph.output = outputs.iter().map(|name| float_output(name)).collect();
+    for name in outputs {
+        graph.node.push(cast_to_float(name));
+    }
+    graph.output = outputs.iter().map(|name| float_output(&format!("{name}{FLOAT_OUTPUT_SUFFIX}"))).collect();
     Ok(proto.encode_to_vec())
+}
+
+/// A Cast of `name` to float32 (a no-op on a float32 tensor) into `name` + [`FLOAT_OUTPUT_SUFFIX`].
+fn cast_to_float(name: &str) -> NodeProto {
+    let output = format!("{name}{FLOAT_OUTPUT_SUFFIX}");
+    NodeProto {
+        input: vec![name.to_string()],
+        output: vec![output.clone()],
+        name: Some(output),
+        op_type: Some("Cast".into()),
+        attribute: vec![AttributeProto {
+            name: Some("to".into()),
+            r#type: Some(AttributeType::Int as i32),
+            i: Some(DataType::Float as i64),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
 }
 
 fn float_output(name: &str) -> ValueInfoProto {

@@ -29,7 +29,7 @@ pub mod renorm;
 pub mod tensor;
 
 pub use dim::Dim;
-pub use error::{Error, Result, UnsupportedOp};
+pub use error::{Error, Result, UnsupportedOp, fp32_source};
 pub use graph::{Graph, Node, ValueInfo};
 pub use metadata::{MetadataError, ModelMetadata};
 pub use model::{MAX_OPSET, MIN_OPSET, Model};

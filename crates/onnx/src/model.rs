@@ -59,6 +59,9 @@ impl Model {
         let graph_proto = proto.graph.as_ref().ok_or_else(|| not_onnx(path, "no graph"))?;
         let mut graph = Graph::import(graph_proto, opset, path)?;
         match graph.check() {
+            Err(Error::Unsupported { path, ops }) if crate::error::all_qdq(&ops) => {
+                return Err(Error::Quantized { path, nodes: ops.len() });
+            }
             Err(Error::Unsupported { path, ops }) => {
                 return Err(unsupported_or_not_a_detector(&proto, &graph, path, ops));
             }
@@ -73,6 +76,22 @@ impl Model {
             ModelMetadata::from_props(metadata_props.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                 .map_err(|source| Error::Metadata { path: path.to_path_buf(), source })?;
         Ok(Model { path: path.to_path_buf(), proto, opset, graph, metadata, metadata_props })
+    }
+
+    /// An INT8 (Q/DQ) export at `path` as the float graph it was made from (for `headroom
+    /// inspect`: its modules, parameters and head), and how many Q/DQ nodes it has; any other model
+    /// as [`Model::load`] reads it, with 0.
+    pub fn load_dequantized(path: impl AsRef<Path>) -> Result<(Model, usize)> {
+        let path = path.as_ref();
+        match Model::load(path) {
+            Err(Error::Quantized { .. }) => {
+                let bytes =
+                    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+                let (proto, nodes) = crate::quant::dequantize::dequantize(&decode(&bytes, path)?, path)?;
+                Ok((Model::from_proto(proto, path)?, nodes))
+            }
+            other => other.map(|m| (m, 0)),
+        }
     }
 
     /// Whether the weights are float16 (headroom's FP16 export): such a file can be run and checked
@@ -120,7 +139,7 @@ fn unsupported_or_not_a_detector(
                     format!(
                         "`{}` {}",
                         o.name,
-                        o.shape.as_ref().map_or("of unknown shape".into(), |s| format!("{s:?}"))
+                        o.shape.as_ref().map_or("of unknown shape".into(), |s| crate::dim::format_shape(s))
                     )
                 })
                 .collect();

@@ -99,14 +99,7 @@ impl Partition {
     pub fn new(graph: &Graph, inspection: &Inspection, spec: Trainable) -> Result<Partition> {
         let err =
             |reason: String| Error::Partition { path: graph.path.clone(), spec: spec.to_string(), reason };
-        let valid: Vec<String> = inspection
-            .freeze_points
-            .iter()
-            .map(|p| match &p.name {
-                Some(name) => format!("{} ({name})", p.freeze),
-                None => p.freeze.to_string(),
-            })
-            .collect();
+        let valid = freeze_points_text(&inspection.freeze_points);
         let point = inspection
             .freeze_points
             .iter()
@@ -116,7 +109,7 @@ impl Partition {
                 Trainable::Head => p.name.as_deref() == Some("head"),
                 Trainable::NeckHead => p.name.as_deref() == Some("neck+head"),
             })
-            .ok_or_else(|| err(format!("valid freeze points are {}", valid.join(", "))))?;
+            .ok_or_else(|| err(format!("valid freeze points are {valid}")))?;
         let freeze = point.freeze;
         let head_outputs: Vec<String> = inspection
             .head
@@ -216,9 +209,10 @@ impl Partition {
             if let Some(late) = inputs.iter().find(|t| {
                 producer.get(t.as_str()).and_then(|p| segment_of.get(p)).is_some_and(|&from| from > s)
             }) {
+                let module =
+                    segment.module.map_or("(outside any module)".to_string(), |m| format!("model.{m}"));
                 return Err(err(format!(
-                    "module {:?} reads `{late}`, which a later module computes; this graph cannot be cut in segments by module",
-                    segment.module
+                    "{module} reads `{late}`, which a later module computes; this graph cannot be cut in segments by module"
                 )));
             }
             segment.inputs = inputs;
@@ -254,6 +248,23 @@ impl Partition {
         }
         Ok(Partition { spec, freeze, trunk, cut, segments, head_outputs, parameters, parameter_count })
     }
+}
+
+/// The freeze points in a few words: runs of consecutive points as `0 to 22`, then the named ones
+/// (`0 to 22 (10 is neck+head, 22 is head)`).
+fn freeze_points_text(points: &[crate::inspect::FreezePoint]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for p in points {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == p.freeze => *end = p.freeze,
+            _ => runs.push((p.freeze, p.freeze)),
+        }
+    }
+    let runs: Vec<String> =
+        runs.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a} to {b}") }).collect();
+    let named: Vec<String> =
+        points.iter().filter_map(|p| p.name.as_ref().map(|n| format!("{} is {n}", p.freeze))).collect();
+    if named.is_empty() { runs.join(", ") } else { format!("{} ({})", runs.join(", "), named.join(", ")) }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@
 //! Runtime by the caller (`headroom_infer::calibrate`), with the [`calib::Method`] asked for.
 
 pub mod calib;
+pub mod dequantize;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

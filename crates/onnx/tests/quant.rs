@@ -106,3 +106,46 @@ fn a_missing_range_is_an_error_naming_the_tensor() {
     let err = to_int8(&model, &found, &HashMap::new(), &Int8Options::default()).expect_err("no ranges");
     assert!(err.to_string().contains("no calibration range for `images`"), "{err}");
 }
+
+/// Issue 21 (messages): an INT8 export is refused for training in one line naming the FP32 file,
+/// and `Model::load_dequantized` shows it as the float graph it came from (same modules and
+/// parameter count, each weight within half a quantization step of the original).
+#[test]
+fn an_int8_export_is_named_in_a_line_and_inspects_as_its_float_graph() {
+    let path = root().join("models/demo/yolov8n-shapes-160.onnx");
+    let model = Model::load(&path).expect("load");
+    let found = sites(&model).expect("sites");
+    let amax: HashMap<String, f32> = found.tensors.iter().map(|t| (t.clone(), 2.0)).collect();
+    let (bytes, _) = to_int8(&model, &found, &amax, &Int8Options::default()).expect("int8");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let int8 = dir.path().join("yolov8n-shapes-160.int8.onnx");
+    std::fs::write(&int8, &bytes).expect("write");
+    let err = Model::load(&int8).expect_err("Q/DQ is not trained").to_string();
+    assert!(
+        err.ends_with(
+            "QuantizeLinear/DequantizeLinear nodes: this is an INT8 export; train the FP32 file it came from \
+             (yolov8n-shapes-160.onnx)"
+        ),
+        "{err}"
+    );
+    let (float, nodes) = Model::load_dequantized(&int8).expect("dequantized");
+    assert!(nodes > 100, "{nodes}");
+    let (a, b) = (
+        headroom_onnx::inspect::inspect(&model).expect("a"),
+        headroom_onnx::inspect::inspect(&float).expect("b"),
+    );
+    assert_eq!(a.parameters, b.parameters);
+    assert_eq!(a.modules.len(), b.modules.len());
+    let site = &found.convs[0];
+    let original = &model.graph.initializers[&site.weight];
+    let conv = float.graph.nodes.iter().find(|n| n.name == site.node).expect("the conv");
+    let restored = &float.graph.initializers[&conv.inputs[1]];
+    let (headroom_onnx::TensorData::F32(x), headroom_onnx::TensorData::F32(y)) =
+        (&original.data, &restored.data)
+    else {
+        panic!("float weights");
+    };
+    let largest = x.iter().map(|v| v.abs()).fold(0f32, f32::max);
+    let step = largest / 127.0;
+    assert!(x.iter().zip(y).all(|(p, q)| (p - q).abs() <= step / 2.0 + 1e-6), "within half a step {step}");
+}

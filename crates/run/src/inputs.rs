@@ -268,10 +268,10 @@ pub fn check_classes(
         && names != data_names
     {
         tracing::warn!(
-            "{}: class names {:?} differ from the model's {:?}; training by class id (--remap maps them by name)",
+            "{}: class names ({}) differ from the model's ({}); training by class id (--remap maps them by name)",
             data.display(),
-            data_names,
-            names
+            data_names.join(", "),
+            names.join(", ")
         );
     }
     Ok(())

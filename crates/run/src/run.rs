@@ -228,9 +228,15 @@ fn execute(
     let device = device::torch_device(&device_text)?;
     let mut start = starting_model(&spec, options.threads)?;
     let trainable = spec.trainable()?;
-    let student = Student::new(&start.model, trainable, device).map_err(|e| Error::Input {
-        path: spec.model.clone(),
-        reason: format!("preparing for training ({trainable}): {e}"),
+    let student = Student::new(&start.model, trainable, device).map_err(|e| {
+        // Most of these errors name the model already: once is enough.
+        let text = e.to_string();
+        let prefix = format!("{}: ", spec.model.display());
+        let reason = text.strip_prefix(&prefix).unwrap_or(&text);
+        Error::Input {
+            path: spec.model.clone(),
+            reason: format!("preparing for training ({trainable}): {reason}"),
+        }
     })?;
     check_batch(&spec, &start.model, &student)?;
     let inspection = student.inspection().clone();
@@ -267,9 +273,10 @@ fn execute(
     tracing::info!("planner ({}): estimated peak {} MB for this run", preset.name, estimate["estimate_mb"]);
     restore(&mut trainer, dir, fresh)?;
     tracing::info!(
-        "training {} ({trainable}, {} parameters, {device:?}) on {} images, validating on {}; run folder {}",
+        "training {} ({trainable}, {} parameters, {}) on {} images, validating on {}; run folder {}",
         spec.model.display(),
         student.partition().parameter_count,
+        device_text,
         inputs.train.len(),
         inputs.val.len(),
         dir.display()

@@ -141,7 +141,7 @@ impl RunSpec {
         if bytes == 0 {
             return Err(Error::Spec {
                 key: "memory_cap".into(),
-                reason: format!("{text} is zero: give the memory a pass may take, e.g. 512MiB"),
+                reason: format!("{text} is no memory: give what a pass may take, e.g. 512MiB"),
             });
         }
         Ok(Some(bytes))
@@ -214,7 +214,7 @@ impl RunSpec {
         let path = dir.join(SPEC_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| headroom_core::Error::io(&path, e))?;
         let spec: RunSpec = toml::from_str(&text)
-            .map_err(|e| Error::SavedSpec { path: path.clone(), reason: e.to_string() })?;
+            .map_err(|e| Error::SavedSpec { path: path.clone(), reason: toml_error(&text, &e) })?;
         spec.validate().map_err(|e| Error::SavedSpec { path, reason: e.to_string() })?;
         Ok(spec)
     }
@@ -265,6 +265,19 @@ fn flatten(spec: &RunSpec) -> BTreeMap<String, String> {
         walk("", &value, &mut out);
     }
     out
+}
+
+/// A TOML error in one line, `line 3: key with no value, expected `=``, not toml's drawing of the
+/// line with a caret under the column.
+pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim();
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!("line {line}: {message}")
+        }
+        None => message.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -31,9 +31,10 @@ impl std::fmt::Debug for TeacherSession {
 /// height). An error names the file and what does not match.
 pub fn open(path: &Path, student: &Inspection, imgsz: [u32; 2], threads: usize) -> Result<TeacherSession> {
     let fail = |reason: String| Error::Input { path: path.to_path_buf(), reason };
-    let model = Model::load(path).map_err(|e| fail(format!("the teacher cannot be read: {e}")))?;
-    let teacher =
-        inspect(&model).map_err(|e| fail(format!("the teacher is not a detector headroom knows: {e}")))?;
+    // The model's errors name the file: say only which flag gave it.
+    let flag = |e: &dyn std::fmt::Display| Error::Spec { key: "--teacher".into(), reason: e.to_string() };
+    let model = Model::load(path).map_err(|e| flag(&e))?;
+    let teacher = inspect(&model).map_err(|e| flag(&e))?;
     check_compatible(&teacher, student, imgsz).map_err(fail)?;
     let outputs: Vec<String> =
         teacher.head.levels.iter().flat_map(|l| [l.box_output.clone(), l.class_output.clone()]).collect();

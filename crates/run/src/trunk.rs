@@ -118,7 +118,7 @@ pub(crate) fn ort_outputs(
         let shape = [1, size[1] as usize, size[2] as usize, size[3] as usize];
         let flat = Vec::<f32>::try_from(&image.f_reshape([-1])?)?;
         let outputs =
-            ort.run(&flat, shape).map_err(|e| headroom_train::Error::Data { reason: e.to_string() })?;
+            ort.run(&flat, shape).map_err(|e| headroom_train::Error::Runtime { reason: e.to_string() })?;
         parts.resize_with(outputs.len(), Vec::new);
         for (k, (data, shape)) in outputs.into_iter().enumerate() {
             parts[k].push(Tensor::from_slice(&data).f_view(shape.as_slice())?);

@@ -113,11 +113,9 @@ impl FeatureCache {
         let expected = offsets.len() as u64 * entry_len;
         let found = file.metadata().map_err(|e| io(&data, &e))?.len();
         if found != expected {
-            return Err(Error::Data {
-                reason: format!(
-                    "{}: {found} bytes, {expected} expected: delete the folder to rebuild it",
-                    data.display()
-                ),
+            return Err(Error::File {
+                reason: format!("{found} bytes, {expected} expected: delete the folder to rebuild it"),
+                path: data,
             });
         }
         Ok(FeatureCache { file, path: data, cut: index.cut, offsets })
@@ -129,11 +127,11 @@ impl FeatureCache {
         let mut parts: Vec<Vec<Tensor>> = (0..self.cut.len()).map(|_| Vec::new()).collect();
         for (record, &mirrored) in records.iter().zip(flips) {
             let mut offset =
-                *self.offsets.get(&(record.image.clone(), mirrored)).ok_or_else(|| Error::Data {
+                *self.offsets.get(&(record.image.clone(), mirrored)).ok_or_else(|| Error::File {
+                    path: self.path.clone(),
                     reason: format!(
-                        "{}: not in the feature cache {}",
-                        record.image.display(),
-                        self.path.display()
+                        "{} is not in the feature cache: delete the folder to rebuild it",
+                        record.image.display()
                     ),
                 })?;
             for (k, (_, shape)) in self.cut.iter().enumerate() {
@@ -190,9 +188,10 @@ fn build(
     };
     std::fs::rename(&tmp, data).map_err(|e| io(data, &e))?;
     let index = Index { key: key.clone(), cut: cut.iter().cloned().zip(shapes).collect() };
-    let json = serde_json::to_vec(&index).map_err(|e| Error::Data { reason: e.to_string() })?;
-    headroom_core::fsio::write_atomic(&dir.join("index.json"), &json)
-        .map_err(|e| Error::Data { reason: e.to_string() })?;
+    let path = dir.join("index.json");
+    let json =
+        serde_json::to_vec(&index).map_err(|e| Error::File { path: path.clone(), reason: e.to_string() })?;
+    headroom_core::fsio::write_atomic(&path, &json)?;
     Ok(index)
 }
 
@@ -211,14 +210,15 @@ fn write_entries(
     let mut shapes: Vec<Vec<i64>> = Vec::new();
     let total = key.images.len() * orientations.len();
     for (i, (path, _, _)) in key.images.iter().enumerate() {
-        let record = by_path
-            .get(path)
-            .ok_or_else(|| Error::Data { reason: format!("{}: no record", path.display()) })?;
+        let record = by_path.get(path).ok_or_else(|| Error::File {
+            path: path.clone(),
+            reason: "not among the training images".into(),
+        })?;
         for (j, &mirrored) in orientations.iter().enumerate() {
             let batch = make_batch(&[record], key.imgsz[0], key.imgsz[1], &[mirrored], Device::Cpu)?;
             let tensors = trunk(&batch.images)?;
             if tensors.len() != cut.len() {
-                return Err(Error::Data {
+                return Err(Error::Runtime {
                     reason: format!("the trunk gave {} tensors for {} cut names", tensors.len(), cut.len()),
                 });
             }
@@ -227,12 +227,9 @@ fn write_entries(
             }
             for (t, shape) in tensors.iter().zip(&shapes) {
                 if &t.size() != shape {
-                    return Err(Error::Data {
-                        reason: format!(
-                            "{}: cut tensor of shape {:?}, {shape:?} before",
-                            path.display(),
-                            t.size()
-                        ),
+                    return Err(Error::File {
+                        path: path.clone(),
+                        reason: format!("the trunk's output has shape {:?}, {shape:?} before", t.size()),
                     });
                 }
                 let halves = Vec::<half::f16>::try_from(
@@ -250,7 +247,7 @@ fn write_entries(
 }
 
 fn io(path: &Path, e: &std::io::Error) -> Error {
-    Error::Data { reason: format!("{}: {e}", path.display()) }
+    Error::File { path: path.to_path_buf(), reason: e.to_string() }
 }
 
 fn disk(path: &Path, e: &std::io::Error) -> Error {
@@ -259,5 +256,5 @@ fn disk(path: &Path, e: &std::io::Error) -> Error {
     } else {
         ""
     };
-    Error::Data { reason: format!("writing the feature cache {}: {e}{hint}", path.display()) }
+    Error::File { path: path.to_path_buf(), reason: format!("writing the feature cache: {e}{hint}") }
 }

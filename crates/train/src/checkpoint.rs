@@ -56,7 +56,7 @@ impl Trainer<'_> {
             adam_steps,
             batch: self.config.batch,
         })
-        .map_err(|e| Error::Data { reason: e.to_string() })?;
+        .map_err(|e| Error::File { path: path.to_path_buf(), reason: e.to_string() })?;
         named.push(("state".into(), Tensor::from_slice(&state)));
         let mut bytes = Vec::new();
         Tensor::save_multi_to_stream(&named, &mut bytes)?;
@@ -70,16 +70,20 @@ impl Trainer<'_> {
     pub fn load_checkpoint(&mut self, path: &Path) -> Result<()> {
         let file = std::fs::File::open(path).map_err(|e| headroom_core::Error::io(path, e))?;
         let named = Tensor::load_multi_from_stream(std::io::BufReader::new(file)).map_err(|e| {
-            Error::Data { reason: format!("{}: not a readable checkpoint: {e}", path.display()) }
+            // libtorch's first sentence; the rest guesses at what the message below says.
+            let text = e.to_string();
+            let why = crate::error::torch_message(&text).split(". ").next().unwrap_or_default().to_string();
+            Error::File {
+                path: path.to_path_buf(),
+                reason: format!("not a readable checkpoint ({why}): the file is damaged: restore it, or start a new run with another --name"),
+            }
         })?;
         let map: HashMap<String, Tensor> = named.into_iter().collect();
         let _guard = tch::no_grad_guard();
         for (n, p) in self.student.parameters() {
-            let saved = map.get(&format!("param/{n}")).ok_or_else(|| Error::Data {
-                reason: format!(
-                    "{}: no weights for `{n}`: a checkpoint of another model or split",
-                    path.display()
-                ),
+            let saved = map.get(&format!("param/{n}")).ok_or_else(|| Error::File {
+                path: path.to_path_buf(),
+                reason: format!("no weights for `{n}`: a checkpoint of another model or split"),
             })?;
             let mut p = p.shallow_clone();
             p.f_copy_(saved)?;
@@ -87,12 +91,13 @@ impl Trainer<'_> {
         for (n, saved) in map.iter().filter_map(|(k, v)| Some((k.strip_prefix("ema/")?, v))) {
             self.ema.restore(n, saved)?;
         }
-        let state = map
-            .get("state")
-            .ok_or_else(|| Error::Data { reason: format!("{}: no state", path.display()) })?;
+        let state = map.get("state").ok_or_else(|| Error::File {
+            path: path.to_path_buf(),
+            reason: "no state: not a headroom checkpoint".into(),
+        })?;
         let bytes = Vec::<u8>::try_from(state)?;
         let saved: SavedState = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Data { reason: format!("{}: {e}", path.display()) })?;
+            .map_err(|e| Error::File { path: path.to_path_buf(), reason: e.to_string() })?;
         let strip = |prefix: &str| -> HashMap<String, Tensor> {
             map.iter()
                 .filter_map(|(k, v)| k.strip_prefix(prefix).map(|n| (n.to_string(), v.shallow_clone())))

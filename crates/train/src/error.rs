@@ -14,6 +14,39 @@ pub enum Error {
         /// What went wrong, naming the file.
         reason: String,
     },
+    /// A file of the run (checkpoint, feature cache, metrics.csv, plot, chart) cannot be read or
+    /// written.
+    #[error("{}: {reason}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong and what to do.
+        reason: String,
+    },
+    /// The loss stopped being finite.
+    #[error(
+        "{count} non-finite losses in a row (epoch {epoch}, pass {pass}): lower --lr0, or check the labels"
+    )]
+    Diverged {
+        /// Non-finite losses in a row.
+        count: usize,
+        /// The epoch.
+        epoch: usize,
+        /// The pass in the epoch.
+        pass: usize,
+    },
+    /// metrics.csv cannot be plotted, or the plot's font cannot be loaded.
+    #[error("{reason}")]
+    Plot {
+        /// What is wrong, naming the file and line.
+        reason: String,
+    },
+    /// ONNX Runtime failed on the frozen trunk or the teacher.
+    #[error("{reason}")]
+    Runtime {
+        /// ONNX Runtime's error, naming the model.
+        reason: String,
+    },
     /// The loss was given head outputs or targets that do not fit each other.
     #[error("loss: {reason}")]
     Loss {
@@ -85,6 +118,23 @@ pub enum Error {
     Onnx(#[from] headroom_onnx::Error),
     /// libtorch reported an error.
     #[cfg(feature = "libtorch")]
-    #[error("libtorch: {0}")]
+    #[error("libtorch: {}", torch_message(&.0.to_string()))]
     Torch(#[from] tch::TchError),
+}
+
+/// libtorch's message without the C++ stack trace it appends (`Exception raised from ...` and a
+/// frame per line): its first line.
+#[cfg(feature = "libtorch")]
+pub(crate) fn torch_message(text: &str) -> &str {
+    let text = text.strip_prefix("Internal torch error: ").unwrap_or(text);
+    text.lines().next().unwrap_or_default().trim_end()
+}
+
+#[cfg(all(test, feature = "libtorch"))]
+mod tests {
+    #[test]
+    fn a_torch_message_loses_its_stack_trace() {
+        let text = "Internal torch error: not a ZIP archive. Check the file.\nException raised from valid at x.cc:242\nframe #0: c10::Error";
+        assert_eq!(super::torch_message(text), "not a ZIP archive. Check the file.");
+    }
 }

@@ -38,7 +38,8 @@ pub struct StepMemory {
 /// Runs two training steps of `student` as `setup` says (batch, input size, checkpointing,
 /// optimiser, objects per image) on random images and measures them (see the module docs).
 pub fn measure_training_step(student: &Student, setup: &headroom_plan::Setup) -> Result<StepMemory> {
-    let proc_error = || Error::Data { reason: "/proc/self/status has no VmRSS/VmHWM (Linux only)".into() };
+    let proc_error =
+        || Error::File { path: "/proc/self/status".into(), reason: "no VmRSS/VmHWM (Linux only)".into() };
     let inspection = student.inspection();
     let (b, [h, w]) = (setup.batch as i64, setup.imgsz.map(i64::from));
     let (nc, reg_max) = (inspection.classes as i64, inspection.head.reg_max as i64);
@@ -58,7 +59,8 @@ pub fn measure_training_step(student: &Student, setup: &headroom_plan::Setup) ->
             })
         })
         .collect();
-    std::fs::write("/proc/self/clear_refs", "5").map_err(|e| Error::Data { reason: e.to_string() })?;
+    std::fs::write("/proc/self/clear_refs", "5")
+        .map_err(|e| Error::File { path: "/proc/self/clear_refs".into(), reason: e.to_string() })?;
     let baseline = status_bytes("VmRSS:").ok_or_else(proc_error)?;
     let start = std::time::Instant::now();
     tch::manual_seed(0);

@@ -90,8 +90,10 @@ impl<'a> Trainer<'a> {
             .map(|s| (i64::from(config.imgsz[1]) / s, i64::from(config.imgsz[0]) / s))
             .collect();
         if i64::from(config.imgsz[0]) % stride0 != 0 || i64::from(config.imgsz[1]) % stride0 != 0 {
-            return Err(Error::Data {
-                reason: format!("input {:?} is not a multiple of stride {stride0}", config.imgsz),
+            let [h, w] = config.imgsz;
+            return Err(Error::Config {
+                key: "imgsz".into(),
+                reason: format!("{w}x{h} is not a multiple of the largest stride {stride0}"),
             });
         }
         let accumulate = schedule::accumulate(&config);
@@ -129,14 +131,16 @@ impl<'a> Trainer<'a> {
     /// trunk's input (flips are cached both ways).
     pub fn set_trunk(&mut self, trunk: Trunk<'a>) -> Result<()> {
         if matches!(trunk, Trunk::Cache(_)) && self.teacher.is_some() {
-            return Err(Error::Data {
+            return Err(Error::Config {
+                key: "cache_features".into(),
                 reason: "a teacher runs on each batch's images, which cached features never make: \
                          drop --cache-features or --teacher"
                     .into(),
             });
         }
         if matches!(trunk, Trunk::Cache(_)) && self.config.augment.changes_pixels() {
-            return Err(Error::Data {
+            return Err(Error::Config {
+                key: "cache_features".into(),
                 reason: "cached features are the trunk's outputs for fixed inputs: --mosaic, --scale, \
                          --translate and --hsv change those inputs; turn them off or drop --cache-features"
                     .into(),
@@ -151,7 +155,8 @@ impl<'a> Trainer<'a> {
     /// teacher needs, are never made then.
     pub fn set_teacher(&mut self, teacher: Box<Teacher<'a>>) -> Result<()> {
         if matches!(self.trunk, Trunk::Cache(_)) {
-            return Err(Error::Data {
+            return Err(Error::Config {
+                key: "cache_features".into(),
                 reason: "a teacher runs on each batch's images, which cached features never make: \
                          drop --cache-features or --teacher"
                     .into(),
@@ -324,11 +329,7 @@ impl<'a> Trainer<'a> {
                 since_step = 0;
                 tracing::warn!("epoch {epoch} pass {pass}: loss {value}, step skipped");
                 if bad_in_row >= cfg.max_bad_steps {
-                    return Err(Error::Data {
-                        reason: format!(
-                            "{bad_in_row} non-finite losses in a row (epoch {epoch}, pass {pass}): lower --lr0, or check the labels"
-                        ),
-                    });
+                    return Err(Error::Diverged { count: bad_in_row, epoch, pass });
                 }
                 continue;
             }

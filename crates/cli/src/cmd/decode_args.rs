@@ -10,9 +10,10 @@ use headroom_infer::decode::DecodeOptions;
 pub struct DecodeArgs {
     /// NMS IoU threshold.
     #[arg(long, default_value_t = 0.7)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub iou: f32,
     /// Maximum boxes per image.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<usize>, default_value_t = 300)]
     pub max_det: usize,
     /// Class-agnostic NMS.
     #[arg(long)]

@@ -26,6 +26,7 @@ pub struct Args {
     /// Minimum confidence of a kept box (Ultralytics `val`'s default: mAP needs the low-confidence
     /// boxes too).
     #[arg(long, default_value_t = 0.001)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub conf: f32,
     /// Detection thresholds.
     #[command(flatten)]

@@ -80,7 +80,7 @@ pub struct Args {
     pub max_drop: f64,
     /// Input size for calibrating a model with a dynamic input (written into the exported files'
     /// `imgsz` metadata).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u32>, value_name = "N")]
     pub imgsz: Option<u32>,
     /// The TensorRT version the calibration cache and engine names are for (JetPack 6.1/6.2: 10.3.0).
     #[arg(long, default_value = "10.3.0", value_name = "X.Y.Z")]
@@ -189,7 +189,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         !args.int8 || args.calib.is_some(),
         "--int8 needs calibration images: --calib DIR|data.yaml"
     );
-    let model = headroom_onnx::Model::load(&args.model)?;
+    let model = load_fp32(&args.model)?;
     check_input_size(args, &model)?;
     let stem = args.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let dir = match &args.out {
@@ -208,6 +208,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         headroom_plan::load_all(Some(load))?;
     }
     let interrupt = Interrupt::install()?;
+    anyhow::ensure!(!dir.exists() || dir.is_dir(), "--out {}: exists and is not a folder", dir.display());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let _lock = publish::lock(&dir, &stem)?;
     publish::clean_up(&dir, &stem, &output_names(args, &outputs))?;
@@ -243,15 +244,39 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     }
 }
 
+/// The model to export, refused when it is one of headroom's own FP16 or INT8 exports (naming the
+/// FP32 file to export instead).
+fn load_fp32(path: &Path) -> anyhow::Result<headroom_onnx::Model> {
+    let model = match headroom_onnx::Model::load(path) {
+        Err(headroom_onnx::Error::Quantized { path, nodes }) => anyhow::bail!(
+            "{}: {nodes} QuantizeLinear/DequantizeLinear nodes: this is an INT8 export already; export {}",
+            path.display(),
+            headroom_onnx::fp32_source(&path)
+        ),
+        other => other?,
+    };
+    anyhow::ensure!(
+        !model.has_float16_weights(),
+        "{}: its weights are float16: this is an FP16 export already; export {}",
+        path.display(),
+        headroom_onnx::fp32_source(path)
+    );
+    Ok(model)
+}
+
 /// A dynamic input needs `--imgsz` for INT8; `--imgsz` must fit the model.
 fn check_input_size(args: &Args, model: &headroom_onnx::Model) -> anyhow::Result<()> {
+    use headroom_onnx::dim::format_shape;
     let inspection = headroom_onnx::inspect::inspect(model)?;
     if args.int8 && inspection.dynamic && args.imgsz.is_none() {
+        let exported = match model.metadata.imgsz {
+            Some([h, w]) => format!(" (it was exported at {w}x{h})"),
+            None => String::new(),
+        };
         anyhow::bail!(
-            "{}: the input is dynamic ({:?}): INT8 ranges hold for one size, give --imgsz (the metadata says {:?})",
+            "{}: the input is dynamic {}: INT8 ranges hold for one size, give --imgsz{exported}",
             args.model.display(),
-            inspection.input_shape.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            model.metadata.imgsz
+            format_shape(&inspection.input_shape),
         );
     }
     if let Some(size) = args.imgsz {
@@ -262,9 +287,9 @@ fn check_input_size(args: &Args, model: &headroom_onnx::Model) -> anyhow::Result
         anyhow::ensure!(
             inspection.dynamic
                 || inspection.input_shape.iter().skip(2).all(|d| d.known() == Some(i64::from(size))),
-            "--imgsz {size}: {} has a static input {:?}",
+            "--imgsz {size}: {} has a static input {}: export it again at that size, or drop --imgsz",
             args.model.display(),
-            inspection.input_shape.iter().map(ToString::to_string).collect::<Vec<_>>()
+            format_shape(&inspection.input_shape)
         );
     }
     Ok(())

@@ -32,13 +32,14 @@ pub struct Args {
     #[arg(long, value_name = "IMG", requires = "check")]
     pub image: Option<PathBuf>,
     /// Square input size for `--check` on a dynamic model (default: its metadata `imgsz`).
-    #[arg(long, value_name = "N", requires = "check")]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u32>, value_name = "N", requires = "check")]
     pub imgsz: Option<u32>,
     /// Threads for ONNX Runtime and libtorch in `--check` (0: their defaults; at most 256).
     #[arg(long, default_value_t = 0, requires = "check", value_parser = super::provider_args::count_arg::<0, 256>)]
     pub threads: usize,
     /// After the check, time N forward passes of each and print the medians.
     #[arg(long, default_value_t = 0, value_name = "N", requires = "check")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub repeat: usize,
 }
 
@@ -49,17 +50,52 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         .as_ref()
         .or(args.model_flag.as_ref())
         .context("give the model: headroom inspect MODEL.onnx (or --model MODEL.onnx)")?;
-    let model = Model::load(path)?;
+    let (model, qdq_nodes) = Model::load_dequantized(path)?;
     let report = inspect(&model)?;
+    let export = export_note(&model, qdq_nodes);
+    if qdq_nodes > 0 && args.check {
+        // ONNX Runtime would run the Q/DQ graph, the executor the float one: nothing to compare.
+        let result = format!("result      FAIL: {}\n", export.as_deref().unwrap_or_default());
+        if args.json {
+            let both = serde_json::json!({ "inspection": report, "qdq_nodes": qdq_nodes, "check": null });
+            println!("{}", serde_json::to_string_pretty(&both).context("serialising the report")?);
+        } else {
+            print!("{}{result}", table(&report));
+        }
+        return Ok(Outcome::CheckFailed);
+    }
     if !args.check {
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&report).context("serialising the report")?);
+            let mut json = serde_json::to_value(&report).context("serialising the report")?;
+            if qdq_nodes > 0 {
+                json["qdq_nodes"] = qdq_nodes.into();
+            }
+            println!("{}", serde_json::to_string_pretty(&json).context("serialising the report")?);
         } else {
             print!("{}", table(&report));
+            if let Some(note) = &export {
+                println!("\nexport      {note}");
+            }
         }
         return Ok(Outcome::Success);
     }
     check(args, &model, &report)
+}
+
+/// What kind of export `model` is, when it is one headroom cannot train (INT8 with `qdq_nodes`
+/// Q/DQ nodes, shown as the float graph it was made from; FP16), and which file to train.
+fn export_note(model: &Model, qdq_nodes: usize) -> Option<String> {
+    let train = headroom_onnx::fp32_source(&model.path);
+    if qdq_nodes > 0 {
+        Some(format!(
+            "INT8 ({qdq_nodes} QuantizeLinear/DequantizeLinear nodes; shown as the float graph): \
+             `headroom eval` runs it, train {train}"
+        ))
+    } else if model.has_float16_weights() {
+        Some(format!("FP16 (float16 weights): `headroom eval` runs it, train {train}"))
+    } else {
+        None
+    }
 }
 
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
@@ -76,7 +112,8 @@ fn check(args: &Args, model: &Model, report: &Inspection) -> anyhow::Result<Outc
         let both = serde_json::json!({ "inspection": report, "check": result });
         println!("{}", serde_json::to_string_pretty(&both).context("serialising the report")?);
     } else {
-        print!("{}{}", table(report), check_table(&result));
+        let export = export_note(model, 0);
+        print!("{}{}", table(report), check_table(&result, export.as_deref()));
     }
     Ok(if result.passed { Outcome::Success } else { Outcome::CheckFailed })
 }

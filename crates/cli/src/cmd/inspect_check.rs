@@ -79,7 +79,8 @@ fn input_tensor(report: &Inspection, options: &CheckOptions) -> anyhow::Result<(
     let [h, w] = match (report.dynamic, options.imgsz) {
         (true, Some(s)) => [i64::from(s), i64::from(s)],
         (false, Some(s)) if [i64::from(s), i64::from(s)] != report.inspected_size => {
-            bail!("the model's input is static {:?}; --imgsz {s} cannot change it", report.inspected_size)
+            let [h, w] = report.inspected_size;
+            bail!("the model's input is static ({w}x{h}); --imgsz {s} cannot change it: drop --imgsz")
         }
         _ => report.inspected_size,
     };
@@ -194,8 +195,9 @@ pub fn check(model: &Model, report: &Inspection, options: &CheckOptions) -> anyh
     })
 }
 
-/// The human-readable check report.
-pub fn table(r: &CheckReport) -> String {
+/// The human-readable check report; `export` says what kind of export a model that matches still
+/// is not trained as (an FP16 export).
+pub fn table(r: &CheckReport, export: Option<&str>) -> String {
     let mut s = String::new();
     let _ =
         writeln!(s, "\ncheck       ONNX Runtime vs headroom executor (libtorch), input {:?}", r.input_shape);
@@ -218,7 +220,11 @@ pub fn table(r: &CheckReport) -> String {
             b / a
         );
     }
-    let verdict = if r.passed { "PASS: headroom can train this model" } else { "FAIL: the executor differs" };
+    let verdict = match (r.passed, export) {
+        (true, None) => "PASS: headroom can train this model".to_string(),
+        (true, Some(export)) => format!("PASS: the executor runs it as ONNX Runtime does; {export}"),
+        (false, _) => "FAIL: the executor differs".to_string(),
+    };
     let _ = writeln!(
         s,
         "result      {verdict} (largest relative difference {:.3e}, tolerance {:.0e})",

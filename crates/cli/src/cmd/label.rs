@@ -23,6 +23,7 @@ pub struct Args {
     pub out: PathBuf,
     /// Minimum confidence of a kept box (Ultralytics `predict`'s default).
     #[arg(long, default_value_t = 0.25)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub conf: f32,
     /// Detection thresholds.
     #[command(flatten)]
@@ -33,9 +34,11 @@ pub struct Args {
     pub class_map: Option<String>,
     /// Drop boxes narrower or lower than this many image pixels.
     #[arg(long, default_value_t = 0.0, value_name = "PIXELS")]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub min_box: f32,
     /// Also store the N best pre-NMS candidates per image in the soft-score file.
     #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub topk: usize,
     /// Image decoding and letterboxing threads (1–256) [default: a quarter of the cores, at least 1].
     #[arg(long, value_parser = count_arg::<1, 256>)]
@@ -64,7 +67,7 @@ pub struct Args {
     #[arg(long, value_name = "F", value_parser = fraction_arg, allow_negative_numbers = true)]
     pub val_fraction: Option<f64>,
     /// Seed of the split's hash [default: the dataset's recorded seed, else 0].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, value_name = "N")]
     pub seed: Option<u64>,
     /// Print the manifest as JSON on stdout.
     #[arg(long)]
@@ -84,6 +87,12 @@ fn fraction_arg(text: &str) -> Result<f64, String> {
 /// Runs `headroom label`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     anyhow::ensure!(args.min_box >= 0.0, "--min-box {} is negative", args.min_box);
+    anyhow::ensure!(args.images.is_dir(), "--images {}: not a folder of images", args.images.display());
+    anyhow::ensure!(
+        !args.out.exists() || args.out.is_dir(),
+        "--out {}: exists and is not a folder; give a folder for the dataset",
+        args.out.display()
+    );
     let class_map = match &args.class_map {
         None => None,
         Some(spec) if std::path::Path::new(spec).is_file() => {
@@ -159,7 +168,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
     } else {
         let c = &manifest.counts;
         println!(
-            "labelled {} of {} images ({} already done, {} skipped, {} beside human labels) in {:.1} s ({:.1} images/s, {:?})",
+            "labelled {} of {} images ({} already done, {} skipped, {} beside human labels) in {:.1} s ({:.1} images/s, {})",
             c.labelled,
             c.images,
             c.already_done,

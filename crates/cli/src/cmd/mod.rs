@@ -43,21 +43,28 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The subcommands.
+/// The subcommands. A negative number is taken as a value (`--conf -1` is refused as out of range,
+/// not as an unknown flag `-1`).
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Generate a synthetic shapes dataset in the Ultralytics layout (deterministic by seed).
+    #[command(allow_negative_numbers = true)]
     Synth(synth::Args),
     /// Pseudo-label a folder of images with a teacher ONNX detector (labels, soft scores, manifest).
+    #[command(allow_negative_numbers = true)]
     Label(label::Args),
     /// Fine-tune an ONNX detector's head on a dataset and write the same ONNX back (best.onnx).
+    #[command(allow_negative_numbers = true)]
     Train(Box<train::Args>),
     /// Will training fit? Memory of each configuration of the fit ladder, from the graph, against a
     /// device's budget; exit 1 when nothing fits.
+    #[command(allow_negative_numbers = true)]
     Plan(plan::Args),
     /// Evaluate an ONNX detector on a labelled dataset: precision, recall, mAP50, mAP50-95.
+    #[command(allow_negative_numbers = true)]
     Eval(eval::Args),
     /// Export a detector for deployment: FP16 and INT8 (Q/DQ + TensorRT cache) ONNX, TensorRT engines.
+    #[command(allow_negative_numbers = true)]
     Export(export::Args),
     /// Describe an ONNX detector: family, input, classes, Detect head, modules, freeze points.
     Inspect(inspect::Args),

@@ -38,11 +38,12 @@ pub struct Args {
     pub train: String,
     /// Input size the ladder starts from [default: the export's]; it steps down by ~20 % in
     /// multiples of the largest stride.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(32..=8192))]
     pub imgsz: Option<u32>,
     /// Batch the ladder starts from (as `headroom train --batch`; it halves the batch first;
     /// accumulation keeps the nominal 64).
     #[arg(long, default_value_t = DEFAULT_BATCH, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub batch: usize,
     /// Start with the head's activations kept for backward (as `headroom train --no-checkpoint`);
     /// the ladder turns checkpointing on when memory asks for it.
@@ -56,10 +57,12 @@ pub struct Args {
     pub trunk: TrunkArg,
     /// Objects per image the loss' assigner is sized for.
     #[arg(long, default_value_t = 16, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub objects: usize,
     /// Training images (sizes the feature cache's file, reported beside the peak: its pages are
     /// page cache the kernel can drop).
     #[arg(long, default_value_t = 500, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub images: usize,
     /// Print the plan as JSON on stdout instead of the table.
     #[arg(long)]
@@ -76,12 +79,17 @@ pub struct PlanArgs {
     /// what is free now on this machine (MemAvailable on unified memory or with --device cpu, the
     /// GPU's free memory on a discrete one; a warning says so when this machine is not --board);
     /// or a size such as 3GiB, 512MiB. (`headroom train`: with --plan auto.)
-    #[arg(long, value_name = "auto|SIZE")]
+    #[arg(long, value_name = "auto|SIZE", value_parser = budget_arg)]
     pub budget: Option<String>,
     /// Memory to leave for what else runs (the production inference engine during a field
     /// retrain), taken off the budget: a size such as 600MiB.
     #[arg(long, value_name = "SIZE", default_value = "0")]
     pub reserve: String,
+}
+
+/// `--budget`: `auto`, or a size of at least 1 MiB.
+fn budget_arg(text: &str) -> Result<String, String> {
+    if text == "auto" { Ok(text.to_string()) } else { super::provider_args::memory_size_arg(text) }
 }
 
 /// Where the planned training runs on `board`: `auto` follows the board (its GPU when it has
@@ -223,7 +231,13 @@ pub fn budget(
             (parse_size(text).map_err(|e| anyhow::anyhow!("--budget {e}"))?, "--budget".to_string())
         }
     };
-    let bytes = total.saturating_sub(reserve);
+    anyhow::ensure!(
+        reserve < total,
+        "--reserve {} leaves nothing of the budget ({}, {source}): give a smaller --reserve",
+        format_size(reserve),
+        format_size(total)
+    );
+    let bytes = total - reserve;
     let source =
         if reserve > 0 { format!("{source}, less --reserve {}", format_size(reserve)) } else { source };
     Ok(Budget { bytes, source })

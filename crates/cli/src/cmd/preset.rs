@@ -171,7 +171,9 @@ impl RunPreset {
 
 /// Every preset of a presets file's text; `origin` names it in errors.
 pub fn parse_presets(origin: &str, text: &str) -> anyhow::Result<Vec<(String, RunPreset)>> {
-    let table: toml::Table = toml::from_str(text).with_context(|| format!("{origin}: not valid TOML"))?;
+    let table: toml::Table = toml::from_str(text).map_err(|e| {
+        anyhow::anyhow!("{origin}: not valid TOML: {}", headroom_run::spec::toml_error(text, &e))
+    })?;
     let mut presets = Vec::new();
     for (name, value) in table {
         let preset: RunPreset = value

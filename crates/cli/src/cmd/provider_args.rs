@@ -40,7 +40,7 @@ pub struct ProviderArgs {
     #[arg(long, value_name = "DIR")]
     pub trt_engine_cache: Option<PathBuf>,
     /// TensorRT: builder workspace limit, MiB.
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_parser = whole_arg::<usize>, value_name = "MIB")]
     pub trt_workspace_mib: Option<usize>,
     /// TensorRT: keep the tactic timing cache in this folder.
     #[arg(long, value_name = "DIR")]
@@ -55,6 +55,31 @@ pub fn count_arg<const MIN: usize, const MAX: usize>(text: &str) -> Result<usize
         return Err(format!("{n} is outside {MIN}..={MAX}"));
     }
     Ok(n)
+}
+
+/// A whole number of type `T` (`--patience 10`): `-1` or `ten` are refused as "not a whole number
+/// (0 or more)" rather than with Rust's "invalid digit found in string".
+pub fn whole_arg<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    text.trim().parse::<T>().map_err(|_| format!("`{text}` is not a whole number (0 or more)"))
+}
+
+/// A number of type `T` (`--lr0 0.01`): `abc` is refused as "not a number" rather than with Rust's
+/// "invalid float literal". Ranges are checked where the value is used.
+pub fn number_arg<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    text.trim().parse::<T>().map_err(|_| format!("`{text}` is not a number"))
+}
+
+/// A memory size on the command line (`512MiB`, `2GiB`), kept as written: refused when it does
+/// not parse or is under 1 MiB (`--memory-cap 0` would stop every pass, `--budget 0` fit nothing).
+pub fn memory_size_arg(text: &str) -> Result<String, String> {
+    let bytes = headroom_plan::parse_size(text)?;
+    if bytes < 1 << 20 {
+        return Err(format!(
+            "{} is less than 1 MiB: give a size such as 512MiB",
+            headroom_plan::format_size(bytes)
+        ));
+    }
+    Ok(text.to_string())
 }
 
 /// Execution providers, as command-line values.

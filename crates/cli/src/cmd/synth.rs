@@ -18,13 +18,13 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PresetArg::Base)]
     pub preset: PresetArg,
     /// Seed: the same seed gives the same bytes.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0)]
     pub seed: u64,
     /// Number of training images.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = super::provider_args::count_arg::<1, 999_999>)]
     pub train: usize,
-    /// Number of validation images.
-    #[arg(long, default_value_t = 32)]
+    /// Number of validation images (Ultralytics needs both splits).
+    #[arg(long, default_value_t = 32, value_parser = super::provider_args::count_arg::<1, 999_999>)]
     pub val: usize,
     /// Image size, WIDTHxHEIGHT.
     #[arg(long, value_name = "WxH", default_value = "256x192", value_parser = parse_size)]
@@ -75,7 +75,11 @@ pub struct Size {
 }
 
 fn parse_size(text: &str) -> Result<Size, String> {
-    synth::parse_size(text).map(|(width, height)| Size { width, height }).map_err(|e| e.to_string())
+    // clap names the flag and the value: only the reason is needed.
+    synth::parse_size(text).map(|(width, height)| Size { width, height }).map_err(|e| match e {
+        headroom_core::Error::InvalidArgument { message, .. } => message,
+        other => other.to_string(),
+    })
 }
 
 /// Runs `headroom synth`.

@@ -35,6 +35,7 @@ pub struct Args {
     pub train: String,
     /// Freeze modules 0..N and train the rest (Ultralytics' `freeze=N`; the same as --train N).
     #[arg(long, value_name = "N", conflicts_with = "train")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub freeze: Option<usize>,
     /// Epochs.
     #[arg(long, default_value_t = 10, value_parser = super::provider_args::count_arg::<1, 10000>)]
@@ -42,6 +43,7 @@ pub struct Args {
     /// Stop when the val fitness has not improved for N epochs (Ultralytics' `patience`; 0: never).
     /// Saved with the run; a resumed run keeps it.
     #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub patience: usize,
     /// Stop before an epoch that would end past this many hours of training, summed over the run's
     /// sessions (Ultralytics' `time`: the nightly window). Saved with the run.
@@ -65,16 +67,19 @@ pub struct Args {
     /// Initial learning rate of sgd and adamw (warmup, then decay to lr0·0.01) [default: 1e-4;
     /// SGD at 1e-3 wrecked the converged demo model]. auto chooses its own and ignores this.
     #[arg(long)]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub lr0: Option<f64>,
     /// Cosine instead of linear learning-rate decay.
     #[arg(long)]
     pub cos_lr: bool,
     /// Clip the gradients' L2 norm at each step to this (Ultralytics: 10; 0: off).
     #[arg(long, default_value_t = 10.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub max_grad_norm: f64,
     /// Distillation: gain of a KL term between the teacher's soft class scores (written by
     /// `headroom label` beside its labels) and the student's, on the anchors assigned to objects.
     #[arg(long, default_value_t = 0.0, value_name = "WEIGHT")]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub kd: f64,
     /// Dense distillation: this teacher (an ONNX detector with the student's classes, box bins and
     /// strides) runs on every training batch, augmented and replayed images alike, and the
@@ -84,25 +89,31 @@ pub struct Args {
     pub teacher: Option<PathBuf>,
     /// Gain of the dense distillation term (with --teacher).
     #[arg(long, default_value_t = 1.0, value_name = "WEIGHT", requires = "teacher")]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub dense_kd: f64,
     /// Pull toward the starting weights against forgetting (L2-SP: adds anchor·(w − w₀) to each
     /// step's gradient; 0: off). --replay is the measured remedy (docs/TRAIN.md).
     #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub anchor: f64,
     /// Probability of a left-right flip per image.
     #[arg(long, default_value_t = 0.5)]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub flip: f64,
     /// HSV augmentation gains: hue, saturation, value (Ultralytics: 0.015,0.7,0.4; default off).
     #[arg(long, default_value = "0,0,0", value_name = "H,S,V")]
     pub hsv: String,
     /// Random translation, a fraction of the input (Ultralytics: 0.1; default off).
     #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub translate: f32,
     /// Random scale gain: the image is scaled by 1 ± this (Ultralytics: 0.5; default off).
     #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub scale: f32,
     /// Probability of a 4-image mosaic (Ultralytics: 1.0; default off).
     #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub mosaic: f32,
     /// Map dataset classes onto the student's: SRC=DST,... (ids or names; DST `drop` removes them).
     #[arg(long, value_name = "SRC=DST,...")]
@@ -132,7 +143,7 @@ pub struct Args {
     /// (checked after every pass, Linux): it is then an out-of-memory error, and the run steps
     /// down one rung (batch halved, accumulation keeping --nbs; then checkpointing; then AMP on a
     /// GPU), reloads its last checkpoint and goes on, as after a real allocation failure.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = super::provider_args::memory_size_arg)]
     pub memory_cap: Option<String>,
     /// Re-normalise the first N convolutions of the trunk to the new images before training: each
     /// one's per-channel output mean and std on the new images set to what they are on the old
@@ -141,7 +152,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0, value_parser = super::provider_args::count_arg::<0, 64>)]
     pub renorm: usize,
     /// Passes before --memory-cap is checked (to hit it mid-epoch in tests).
-    #[arg(long, default_value_t = 0, hide = true)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0, hide = true)]
     pub memory_cap_after: u64,
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
     /// torch (headroom's libtorch executor).
@@ -157,7 +168,7 @@ pub struct Args {
     #[arg(long)]
     pub amp: bool,
     /// Checkpoint every N optimiser steps within an epoch (0: at epoch ends only).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 10)]
     pub save_period: u64,
     /// Old-domain data to replay against forgetting: each epoch adds a seeded sample of this dataset's
     /// train split to the new images (docs/TRAIN.md: without it a field retrain lost 21.6 points on
@@ -166,12 +177,13 @@ pub struct Args {
     pub replay: Option<PathBuf>,
     /// Replayed images per new image and epoch (with --replay).
     #[arg(long, default_value_t = 1.0, requires = "replay")]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub replay_fraction: f64,
     /// Keep the head's activations for backward instead of recomputing them (faster, more memory).
     #[arg(long)]
     pub no_checkpoint: bool,
     /// Seed of the data order and flips.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0)]
     pub seed: u64,
     /// Parent folder of runs.
     #[arg(long, default_value = "runs/train", value_name = "DIR")]
@@ -400,9 +412,9 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
 pub(super) fn refuse_fp16(path: &Path, model: &headroom_onnx::Model) -> anyhow::Result<()> {
     anyhow::ensure!(
         !model.has_float16_weights(),
-        "{}: its weights are float16 (an FP16 export): train the FP32 file it came from (`headroom export` \
-         writes M.fp16.onnx beside M.onnx), then export FP16 again",
-        path.display()
+        "{}: its weights are float16: this is an FP16 export; train {}",
+        path.display(),
+        headroom_onnx::fp32_source(path)
     );
     Ok(())
 }

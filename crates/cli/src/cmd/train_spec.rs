@@ -135,8 +135,11 @@ pub fn spec_from_args(
                     }
                     *s = s.clone().with_auto_optimizer(inspection.classes);
                     tracing::info!(
-                        "--optimizer auto: {:?} lr0 {} momentum {}",
-                        s.optimizer,
+                        "--optimizer auto: {} lr0 {} momentum {}",
+                        match s.optimizer {
+                            headroom_train::config::OptimizerKind::Sgd => "sgd",
+                            headroom_train::config::OptimizerKind::AdamW => "adamw",
+                        },
                         s.lr0,
                         s.momentum
                     );

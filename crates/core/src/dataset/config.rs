@@ -75,6 +75,15 @@ impl DataConfig {
     /// carry the line and column. Split paths are resolved but not checked here: [`super::load_split`]
     /// reports a split that points nowhere.
     pub fn load(path: &Path) -> Result<Self> {
+        if path.is_dir() {
+            let message = "is a folder: give the data.yaml in it".to_string();
+            return Err(Error::Dataset { path: path.to_path_buf(), message });
+        }
+        if !path.exists() {
+            let message = "no such file: give a dataset's data.yaml (`headroom synth` or `label` writes one)"
+                .to_string();
+            return Err(Error::Dataset { path: path.to_path_buf(), message });
+        }
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         Self::from_yaml_str(path, &text)
     }

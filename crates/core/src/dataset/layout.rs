@@ -47,8 +47,15 @@ fn swap_folder(path: &Path, from: &str, to: &str) -> PathBuf {
 /// or never end ([`crate::fsio::special_file`]).
 ///
 /// Errors name `config` (the data.yaml) and `key`: a source that does not exist, or no image at all.
+/// A `key` that starts with `--` is a command-line flag (`--calib`, `--images`): `config` is then the
+/// folder given with it, and errors name the flag, not a YAML key.
 pub fn list_images(config: &Path, key: &str, sources: &[PathBuf]) -> Result<Vec<PathBuf>> {
     list_images_excluding(config, key, sources, &[])
+}
+
+/// How an error names where the images come from: a flag as given, a data.yaml key as key `val:`.
+fn source_name(key: &str) -> String {
+    if key.starts_with("--") { key.to_string() } else { format!("key `{key}:`") }
 }
 
 /// [`list_images`], never entering the folders in `exclude` (e.g. an output folder inside the
@@ -72,10 +79,11 @@ pub fn list_images_excluding(
         } else if source.is_file() {
             images.extend(read_image_list(source)?.into_iter().filter(|p| !is_image_path(p) || regular(p)));
         } else if let Some(kind) = crate::fsio::special_file(source) {
-            let message = format!("key `{key}:` points to {}, which is {kind}", source.display());
+            let message = format!("{} points to {}, which is {kind}", source_name(key), source.display());
             return Err(Error::Dataset { path: config.to_path_buf(), message });
         } else {
-            let message = format!("key `{key}:` points to {}, which does not exist", source.display());
+            let message =
+                format!("{} points to {}, which does not exist", source_name(key), source.display());
             return Err(Error::Dataset { path: config.to_path_buf(), message });
         }
     }
@@ -90,12 +98,16 @@ pub fn list_images_excluding(
     images.retain(|p| is_image_path(p));
     images.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     if images.is_empty() {
-        let list: Vec<String> = sources.iter().map(|s| s.display().to_string()).collect();
-        let message = format!(
-            "key `{key}:` has no images in {} (extensions: {})",
-            list.join(", "),
-            IMG_FORMATS.join(", ")
-        );
+        let message = if key.starts_with("--") {
+            format!("no images for {key} in this folder (extensions: {})", IMG_FORMATS.join(", "))
+        } else {
+            let list: Vec<String> = sources.iter().map(|s| s.display().to_string()).collect();
+            format!(
+                "key `{key}:` has no images in {} (extensions: {})",
+                list.join(", "),
+                IMG_FORMATS.join(", ")
+            )
+        };
         return Err(Error::Dataset { path: config.to_path_buf(), message });
     }
     Ok(images)
@@ -282,6 +294,9 @@ mod tests {
         std::fs::create_dir_all(d.join("empty")).expect("mkdir");
         let err = list_images(Path::new("ds/data.yaml"), "val", &[d.join("empty")]).expect_err("empty");
         assert!(err.to_string().starts_with("ds/data.yaml: key `val:` has no images in "), "{err}");
+        let err = list_images(&d.join("empty"), "--calib", &[d.join("empty")]).expect_err("empty");
+        assert!(err.to_string().contains("empty: no images for --calib in this folder"), "{err}");
+        assert!(!err.to_string().contains("key"), "{err}");
     }
 
     #[test]

@@ -61,7 +61,7 @@ fn every_problem_is_reported_and_the_image_skipped() {
     let skipped: Vec<String> = report.skipped.iter().map(ToString::to_string).collect();
     let want = [
         format!(
-            "{}:3: class `2` is not a class id of this dataset: data.yaml names 2 classes, ids 0 to 1",
+            "{}:3: class 2 is out of range: data.yaml has 2 classes, ids 0 to 1",
             label_file("class.txt").display()
         ),
         format!("{}:2: expected 5 fields", label_file("fields.txt").display()),
@@ -106,7 +106,7 @@ fn strict_mode_returns_the_first_problem() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}:3: class `2` is not a class id of this dataset: data.yaml names 2 classes, ids 0 to 1",
+            "{}:3: class 2 is out of range: data.yaml has 2 classes, ids 0 to 1",
             d.join("labels/train/class.txt").display()
         )
     );

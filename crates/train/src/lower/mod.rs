@@ -36,7 +36,7 @@ pub(crate) struct Fail(pub String);
 
 impl From<tch::TchError> for Fail {
     fn from(e: tch::TchError) -> Fail {
-        Fail(e.to_string())
+        Fail(crate::error::torch_message(&e.to_string()).to_string())
     }
 }
 

@@ -38,14 +38,17 @@ pub enum FieldCommand {
     /// One field retrain: label → plan → train → export → gate → deploy only if better.
     /// Exit 0 when it ends (deployed or kept), 2 on an error (nothing half-deployed; a rerun
     /// continues), 3 when another field run holds the lock, 130/143 when stopped by a signal.
+    #[command(allow_negative_numbers = true)]
     Run(RunArgs),
     /// Put the previous model (`DEPLOYED.prev`) back; the one rolled back from becomes the previous
     /// one, so a second rollback undoes the first.
     Rollback(RollbackArgs),
     /// The deploy gate alone: would CANDIDATE replace the deployed model? Evaluates both on the
     /// holdout (and the old scenes) as `field run` does; exit 0 when it would deploy, 1 when not.
+    #[command(allow_negative_numbers = true)]
     Gate(GateArgs),
     /// Write a systemd service and timer that run `headroom field run` with these flags every night.
+    #[command(allow_negative_numbers = true)]
     InstallService(service::Args),
 }
 
@@ -68,7 +71,7 @@ pub struct GateArgs {
     #[arg(long, default_value = "field-quick", value_name = "NAME|FILE")]
     pub preset: String,
     /// Seed of the bootstrap [default: the preset's].
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::provider_args::whole_arg::<u64>)]
     pub seed: Option<u64>,
     /// ONNX Runtime threads (0: its default).
     #[arg(long, default_value_t = 0, value_parser = count_arg::<0, 256>)]
@@ -127,6 +130,7 @@ pub struct RunArgs {
     /// The training's time budget in hours (`headroom train --time`: it stops before an epoch that
     /// would overrun; the nightly window) [default: the preset's, else none].
     #[arg(long, value_name = "HOURS")]
+    #[arg(value_parser = crate::cmd::provider_args::number_arg::<f64>)]
     pub time: Option<f64>,
     /// Execution providers of labelling and the gate, e.g. `tensorrt,cuda,cpu` (a provider that
     /// fails to register is skipped with a warning) [default: from --device, as `headroom label`].
@@ -180,7 +184,9 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
     let candidate_names = class_names("--candidate", &candidate)?;
     anyhow::ensure!(
         candidate_names == names,
-        "--candidate has classes {candidate_names:?}, the deployed model {names:?}"
+        "--candidate has classes {}, the deployed model {}: compare models of the same classes",
+        candidate_names.join(", "),
+        names.join(", ")
     );
     let (_, mut preset) = super::preset::load(&args.preset)?;
     if let Some(seed) = args.seed {
@@ -235,7 +241,8 @@ fn provider_session(
 
 /// The class names of a detector.
 fn class_names(flag: &str, path: &Path) -> anyhow::Result<Vec<String>> {
-    let model = headroom_onnx::Model::load(path).with_context(|| format!("{flag} {}", path.display()))?;
+    // The model's errors name the file: say which flag gave it.
+    let model = headroom_onnx::Model::load(path).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
     let inspection = headroom_onnx::inspect::inspect(&model)
         .with_context(|| format!("{flag} {}: not a detector headroom can read", path.display()))?;
     inspection.names.with_context(|| {
@@ -248,6 +255,7 @@ fn class_names(flag: &str, path: &Path) -> anyhow::Result<Vec<String>> {
 
 /// A file that must exist, made absolute.
 fn absolute_file(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
+    anyhow::ensure!(!path.is_dir(), "{flag} {}: is a folder; give the file", path.display());
     anyhow::ensure!(path.is_file(), "{flag} {}: no such file", path.display());
     std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))
 }
@@ -257,6 +265,11 @@ fn work_dir(work: Option<&Path>, deployed: &Path) -> anyhow::Result<PathBuf> {
         Some(w) => std::path::absolute(w)?,
         None => deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field"),
     };
+    anyhow::ensure!(
+        !work.exists() || work.is_dir(),
+        "the state folder {} exists and is not a folder: give --work another path",
+        work.display()
+    );
     std::fs::create_dir_all(&work)
         .with_context(|| format!("creating the state folder {}", work.display()))?;
     Ok(work)
@@ -425,18 +438,21 @@ fn check_inputs(args: &RunArgs) -> anyhow::Result<Inputs> {
     let teacher_names = class_names("--teacher", &teacher)?;
     anyhow::ensure!(
         teacher_names == names,
-        "--teacher {} has classes {teacher_names:?} but the deployed model has {names:?}: the teacher's labels \
-         would train the wrong classes",
-        teacher.display()
+        "--teacher {} has classes {} but the deployed model has {}: the teacher's labels would train the \
+         wrong classes",
+        teacher.display(),
+        teacher_names.join(", "),
+        names.join(", ")
     );
     for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
         let Some(data) = data else { continue };
         let config = headroom_core::dataset::DataConfig::load(data)?;
         anyhow::ensure!(
             config.names == names,
-            "{flag} {}: classes {:?} differ from the deployed model's {names:?}",
+            "{flag} {}: classes {} differ from the deployed model's {}",
             data.display(),
-            config.names
+            config.names.join(", "),
+            names.join(", ")
         );
         let split = report::check_labelled(&config, flag)?;
         if flag == "--holdout" {
