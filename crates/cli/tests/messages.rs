@@ -45,8 +45,8 @@ fn case5_a_zero_or_tiny_memory_size_is_refused_when_parsed_in_a_unit_people_read
         let args = ["train", "--model", s(&model), "--data", "d.yaml", flag, value];
         assert_refused(&args, "is less than 1 MiB: give a size such as 512MiB");
     }
-    assert_refused(&["plan", "--model", s(&model), "--device", "x86-cpu", "--budget", "0"], "--budget");
-    assert_refused(&["plan", "--model", s(&model), "--device", "x86-cpu", "--imgsz", "0"], "--imgsz");
+    assert_refused(&["plan", "--model", s(&model), "--board", "x86-cpu", "--budget", "0"], "--budget");
+    assert_refused(&["plan", "--model", s(&model), "--board", "x86-cpu", "--imgsz", "0"], "--imgsz");
 }
 
 #[cfg(feature = "onnxruntime")]
@@ -210,10 +210,10 @@ mod with_onnxruntime {
                 vec!["train", "--model", m, "--data", y, "--patience", "-1"],
                 "`-1` is not a whole number (0 or more)",
             ),
-            (vec!["plan", "--model", m, "--device", "x86-cpu", "--batch", "x"], "`x` is not a whole number"),
-            (vec!["plan", "--model", s(&text), "--device", "x86-cpu"], "text.onnx is not an ONNX model"),
+            (vec!["plan", "--model", m, "--board", "x86-cpu", "--batch", "x"], "`x` is not a whole number"),
+            (vec!["plan", "--model", s(&text), "--board", "x86-cpu"], "text.onnx is not an ONNX model"),
             (
-                vec!["plan", "--model", m, "--device", "x86-cpu", "--reserve", "100GiB"],
+                vec!["plan", "--model", m, "--board", "x86-cpu", "--reserve", "100GiB"],
                 "--reserve 100.00 GiB leaves nothing",
             ),
         ];
@@ -341,7 +341,7 @@ mod with_libraries {
         {
             for args in [
                 vec!["train", "--model", s(export), "--data", s(&data)],
-                vec!["plan", "--model", s(export), "--device", "x86-cpu"],
+                vec!["plan", "--model", s(export), "--board", "x86-cpu"],
             ] {
                 assert_refused(&args, &format!("{what}{fp32}"));
                 let text = stderr(&headroom(&args));

@@ -126,7 +126,7 @@ mod with_libraries {
                 // CSI: ESC [ parameters final-byte.
                 if chars.peek() == Some(&'[') {
                     chars.next();
-                    while let Some(p) = chars.next() {
+                    for p in chars.by_ref() {
                         if ('@'..='~').contains(&p) {
                             break;
                         }

@@ -32,6 +32,7 @@ pub fn bar(len: u64, label: &str) -> ProgressBar {
 /// The bar of a training epoch's row: the row is its prefix (set on every pass), then
 /// Ultralytics' `100%|██████████| 8/8 [00:05<00:00, 1.5it/s]` shape, then the message (the whole
 /// run's time left). Hidden when stderr is not a terminal.
+#[cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(dead_code))]
 pub fn row_bar() -> ProgressBar {
     let bar = bars().add(ProgressBar::new(0));
     let style = ProgressStyle::with_template(
@@ -50,6 +51,7 @@ pub fn row_bar() -> ProgressBar {
 }
 
 /// Prints `line` on stderr above the bars (which are hidden while it prints, then redrawn).
+#[cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(dead_code))]
 pub fn println(line: &str) {
     bars().suspend(|| eprintln!("{line}"));
 }
