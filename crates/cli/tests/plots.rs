@@ -63,7 +63,8 @@ mod with_libraries {
         // The summary table is that validation.
         let map50_95 = best_val["map50_95"].as_f64().expect("mAP50-95");
         // The last `all` row: the epochs' val rows come before the final table.
-        let all = stderr.lines().rfind(|l| l.trim_start().starts_with("all ")).expect("the table's `all` row");
+        let all =
+            stderr.lines().rfind(|l| l.trim_start().starts_with("all ")).expect("the table's `all` row");
         assert!(all.ends_with(&format!("{map50_95:.3}")), "{all} vs {map50_95}");
 
         let run = project.join("plots");
