@@ -350,6 +350,6 @@ mod tests {
             Model::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../../models/demo/yolov8n-shapes-160.onnx"))
                 .expect("demo model");
         let e = Student::new(&model, Trainable::Freeze(23), Device::Cpu).expect_err("23 > head").to_string();
-        assert!(e.contains("freeze=23") && e.contains("22 (head)") && e.contains("neck+head"), "{e}");
+        assert!(e.contains("freeze=23") && e.contains("22 is head") && e.contains("neck+head"), "{e}");
     }
 }
