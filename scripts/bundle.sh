@@ -91,8 +91,8 @@ fi
 readelf -d "$built" | grep -q 'RUNPATH.*\$ORIGIN/\.\./lib' \
   || fail "$built has no RUNPATH \$ORIGIN/../lib (crates/cli/build.rs sets it): rebuild with cargo clean -p headroom-cli"
 
-version=$(run_target "$built" --version | awk '{print $2}') || fail "$built --version failed"
-[ -n "$version" ] || fail "$built --version printed no version"
+version=$(run_target "$built" -V | awk '{print $2}') || fail "$built -V failed"
+[ -n "$version" ] || fail "$built -V printed no version"
 name="headroom-$version-$target-linux"
 stage="$out/$name"
 step "assembling $stage ($profile profile)"

@@ -83,7 +83,7 @@ for f in BUILD-INFO SHA256SUMS; do
   [ ! -f "$prefix/.$f.new" ] || mv "$prefix/.$f.new" "$prefix/$f" || fail "cannot move $f into place"
 done
 
-version=$(env -i PATH=/usr/bin:/bin "$prefix/bin/headroom" --version 2>&1) \
+version=$(env -i PATH=/usr/bin:/bin "$prefix/bin/headroom" -V 2>&1) \
   || fail "the installed $prefix/bin/headroom does not start: $version"
 step "installed $version: $prefix/bin/headroom (check it: $prefix/bin/headroom doctor)"
 
