@@ -3,6 +3,9 @@
 //! to `--device` is refused in one line; plan starts from train's defaults; `--budget auto` off the
 //! named board warns; `--device-id` is deprecated.
 
+// Without the native libraries only the parsing tests run.
+#![cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(unused_imports, dead_code))]
+
 mod common;
 
 use std::path::Path;
@@ -23,6 +26,8 @@ fn headroom_env(args: &[&str], env: &[(&str, &str)]) -> Output {
 /// A machine that is no Jetson: no board model, 8 GiB.
 const NOT_A_JETSON: [(&str, &str); 2] = [("HEADROOM_BOARD_MODEL", ""), ("HEADROOM_MEM_TOTAL", "8589934592")];
 
+// Every verb (`field` included) and the providers need the native libraries.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 #[test]
 fn a_board_given_to_device_is_refused_in_one_line_naming_board() {
     let model = demo_model();
@@ -88,6 +93,8 @@ fn a_board_given_to_device_is_refused_in_one_line_naming_board() {
     );
 }
 
+// Every verb (`field` included) and the providers need the native libraries.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 #[test]
 fn device_cuda_n_is_parsed() {
     let model = demo_model();
