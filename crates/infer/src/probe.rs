@@ -3,10 +3,7 @@
 //! well as on the outputs).
 
 use headroom_onnx::Model;
-use headroom_onnx::proto::{
-    AttributeProto, NodeProto, TypeProto, ValueInfoProto, attribute_proto::AttributeType,
-    tensor_proto::DataType, type_proto,
-};
+use headroom_onnx::proto::{TypeProto, ValueInfoProto, tensor_proto::DataType, type_proto};
 use ort::value::TensorRef;
 use prost::Message;
 
@@ -48,19 +45,7 @@ pub fn run_tensors(
             // A Cast to float32 (a no-op on a float32 tensor) makes the probe independent of the
             // tensor's own float type.
             let probe = format!("{name}__headroom_probe_f32");
-            graph.node.push(NodeProto {
-                input: vec![name.clone()],
-                output: vec![probe.clone()],
-                name: Some(probe.clone()),
-                op_type: Some("Cast".into()),
-                attribute: vec![AttributeProto {
-                    name: Some("to".into()),
-                    r#type: Some(AttributeType::Int as i32),
-                    i: Some(DataType::Float as i64),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            });
+            graph.node.push(headroom_onnx::extract::cast_node(name, &probe));
             read_as.push(probe.clone());
             graph.output.push(ValueInfoProto {
                 name: Some(probe),

@@ -58,11 +58,15 @@ pub fn extract(model: &Model, outputs: &[String]) -> Result<Vec<u8>> {
 
 /// A Cast of `name` to float32 (a no-op on a float32 tensor) into `name` + [`FLOAT_OUTPUT_SUFFIX`].
 fn cast_to_float(name: &str) -> NodeProto {
-    let output = format!("{name}{FLOAT_OUTPUT_SUFFIX}");
+    cast_node(name, &format!("{name}{FLOAT_OUTPUT_SUFFIX}"))
+}
+
+/// A node (named as its output) casting `input` to float32 into `output`.
+pub fn cast_node(input: &str, output: &str) -> NodeProto {
     NodeProto {
-        input: vec![name.to_string()],
-        output: vec![output.clone()],
-        name: Some(output),
+        input: vec![input.to_string()],
+        output: vec![output.to_string()],
+        name: Some(output.to_string()),
         op_type: Some("Cast".into()),
         attribute: vec![AttributeProto {
             name: Some("to".into()),

@@ -13,6 +13,8 @@ pub struct TerminalObserver {
     last: Option<PassReport>,
     /// Whether the distillation term shows (it is exactly 0 when distillation is off).
     kd: bool,
+    /// The epoch's header is still to be printed (with its first pass).
+    header_due: bool,
     /// When the epoch in progress started in this process.
     epoch_start: Option<std::time::Instant>,
     epoch: usize,
@@ -60,16 +62,18 @@ impl headroom_run::observer::Observer for TerminalObserver {
         self.started.get_or_insert((std::time::Instant::now(), epoch));
         self.last = None;
         self.epoch_start = Some(std::time::Instant::now());
-        if tracing::enabled!(tracing::Level::INFO) {
-            // Ultralytics prints its header before every epoch's row.
-            super::progress::println(&format!("\n{}", header(self.kd)));
-        }
+        // Ultralytics prints its header before every epoch's row; it is printed with the first
+        // pass, which tells whether the distillation column shows.
+        self.header_due = true;
         self.bar = Some(super::progress::row_bar());
     }
 
     fn pass(&mut self, report: &PassReport) {
         self.kd |= report.mean[3] != 0.0;
         self.last = Some(*report);
+        if std::mem::take(&mut self.header_due) && tracing::enabled!(tracing::Level::INFO) {
+            super::progress::println(&format!("\n{}", header(self.kd)));
+        }
         let Some(bar) = &self.bar else { return };
         bar.set_length(report.total as u64);
         bar.set_position(report.done as u64);
