@@ -76,8 +76,16 @@ pub fn memory_lines(spec: &RunSpec, estimate: &serde_json::Value) -> headroom_pl
         (None, Some(preset)) => Some(preset.budget_bytes()),
         (None, None) => None,
     };
-    headroom_plot::MemoryLines { budget_mb: budget.map(mib), estimate_mb: estimate["estimate_mb"].as_f64() }
+    headroom_plot::MemoryLines {
+        budget_mb: budget.map(mib),
+        estimate_mb: estimate["estimate_mb"].as_f64(),
+        estimate_leaves_out: spec.teacher.is_some().then_some(LEAVES_OUT_TEACHER),
+    }
 }
+
+/// What the planner's estimate does not count when a dense-distillation teacher runs in the
+/// process (its ONNX Runtime session and activations are not modelled).
+pub const LEAVES_OUT_TEACHER: &str = "the teacher";
 
 #[cfg(test)]
 mod tests {
@@ -91,7 +99,16 @@ mod tests {
         let base = RunSpec::new("m.onnx".into(), "d/data.yaml".into());
 
         let cpu = memory_lines(&base, &estimate);
-        assert_eq!(cpu, headroom_plot::MemoryLines { budget_mb: None, estimate_mb: Some(812.5) });
+        assert_eq!(
+            cpu,
+            headroom_plot::MemoryLines {
+                budget_mb: None,
+                estimate_mb: Some(812.5),
+                estimate_leaves_out: None
+            }
+        );
+        let taught = RunSpec { teacher: Some("t.onnx".into()), ..base.clone() };
+        assert_eq!(memory_lines(&taught, &estimate).estimate_leaves_out, Some("the teacher"));
 
         let preset = RunSpec { device_preset: Some(nano.clone()), ..base.clone() };
         let expected = nano.budget_bytes() as f64 / 1048576.0;

@@ -270,7 +270,16 @@ fn execute(
     configure(&mut trainer, &spec, dir, device.is_cuda(), options)?;
     let setup = planner::setup_of(&spec.settings, trainable, spec.trunk, spec.cache_features, &inputs.train);
     let mut estimate = planner::estimate_json(&start.model, &inspection, &preset, &setup);
-    tracing::info!("planner ({}): estimated peak {} MB for this run", preset.name, estimate["estimate_mb"]);
+    let leaves_out = if spec.teacher.is_some() {
+        format!(" (without {}: the planner does not model it)", planner::LEAVES_OUT_TEACHER)
+    } else {
+        String::new()
+    };
+    tracing::info!(
+        "planner ({}): estimated peak {} MB for this run{leaves_out}",
+        preset.name,
+        estimate["estimate_mb"]
+    );
     restore(&mut trainer, dir, fresh)?;
     tracing::info!(
         "training {} ({trainable}, {} parameters, {}) on {} images, validating on {}; run folder {}",
