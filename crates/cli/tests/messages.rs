@@ -231,29 +231,9 @@ mod with_libraries {
     use super::*;
     use crate::common::synth_field;
 
-    /// A 1-epoch run of the demo model on `data` into `project/name`, with `extra` flags.
+    /// A quiet 1-epoch run of the demo model on `data` into `project/name`, with `extra` flags.
     fn train(data: &Path, project: &Path, name: &str, extra: &[&str]) -> Output {
-        let model = demo_model();
-        let mut args = vec![
-            "-q",
-            "train",
-            "--model",
-            s(&model),
-            "--data",
-            s(data),
-            "--epochs",
-            "1",
-            "--nbs",
-            "2",
-            "--threads",
-            "1",
-            "--project",
-            s(project),
-            "--name",
-            name,
-        ];
-        args.extend_from_slice(extra);
-        headroom(&args)
+        crate::common::short_train(data, project, name, "1", true, extra)
     }
 
     #[test]

@@ -8,7 +8,6 @@ mod common;
 
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod with_libraries {
-    use std::path::Path;
 
     use crate::common::{demo_model, headroom, s, synth_field};
 
@@ -16,38 +15,7 @@ mod with_libraries {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
-    /// A short training run of the demo model on `data` into `project/name`; `quiet` puts `-q`
-    /// before the verb, `extra` flags go after it.
-    fn train(
-        data: &Path,
-        project: &Path,
-        name: &str,
-        epochs: &str,
-        quiet: bool,
-        extra: &[&str],
-    ) -> std::process::Output {
-        let model = demo_model();
-        let mut args = if quiet { vec!["-q"] } else { Vec::new() };
-        args.extend([
-            "train",
-            "--model",
-            s(&model),
-            "--data",
-            s(data),
-            "--epochs",
-            epochs,
-            "--nbs",
-            "2",
-            "--threads",
-            "1",
-            "--project",
-            s(project),
-            "--name",
-            name,
-        ]);
-        args.extend_from_slice(extra);
-        headroom(&args)
-    }
+    use crate::common::short_train as train;
 
     #[test]
     fn a_two_epoch_run_prints_one_line_per_epoch_and_where_its_results_are() {

@@ -88,3 +88,37 @@ pub fn assert_same_columns(rows: &[Vec<String>], expected: &[Vec<String>], colum
         }
     }
 }
+
+/// A short training run (`--nbs 2`, one thread) of the demo model on `data` into `project/name`;
+/// `quiet` puts `-q` before the verb, `extra` flags go after it.
+#[allow(dead_code)]
+pub fn short_train(
+    data: &std::path::Path,
+    project: &std::path::Path,
+    name: &str,
+    epochs: &str,
+    quiet: bool,
+    extra: &[&str],
+) -> std::process::Output {
+    let model = demo_model();
+    let mut args = if quiet { vec!["-q"] } else { Vec::new() };
+    args.extend([
+        "train",
+        "--model",
+        s(&model),
+        "--data",
+        s(data),
+        "--epochs",
+        epochs,
+        "--nbs",
+        "2",
+        "--threads",
+        "1",
+        "--project",
+        s(project),
+        "--name",
+        name,
+    ]);
+    args.extend_from_slice(extra);
+    headroom(&args)
+}
