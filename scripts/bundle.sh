@@ -7,6 +7,7 @@
 #                                libcupti) and libonnxruntime.so.X.Y.Z — real files, no symlinks
 #   configs/                     device and run presets
 #   scripts/field-retrain.sh     the field loop (docs/FIELD.md), with scripts/lib/errtrap.sh
+#   scripts/gpu-check.sh         the GPU paths check (docs/GPU.md), run with the bundle's binary
 #   models/demo/                 the demo student and teacher (the field loop's default teacher)
 #   share/doc/headroom/          `headroom [CMD] --help` of every subcommand, README, FIELD.md
 #   install.sh                   copies it under a prefix (default /opt/headroom); --systemd adds
@@ -14,29 +15,45 @@
 #   BUILD-INFO, SHA256SUMS
 #
 # Usage: scripts/bundle.sh [--profile release|dev] [--out DIR] [--target x86_64|aarch64]
+#        scripts/bundle.sh --target native --libtorch DIR --onnxruntime FILE [--features LIST] [--label NAME] ...
 #   --profile  release (default; its first build compiles tch's C++ wrapper again, ~7 min on 2
 #              cores) or dev (reuses the debug build of scripts/test.sh)
 #   --out      where the tarball goes (default: dist/); the unpacked folder is left beside it
 #   --target   x86_64 (default) or aarch64: cross-built by `scripts/cross-build.sh native` against
 #              the aarch64 PyPI wheels (CPU only; after `scripts/cross-build.sh setup`), its
 #              --help texts made under qemu
+#   --target native  builds for this machine (x86_64 or aarch64) against the libraries given, as on
+#              a Jetson against JetPack's PyTorch and onnxruntime-gpu (docker/Dockerfile.jetson runs
+#              scripts/jetson-bundle.sh, which calls this):
+#     --libtorch DIR      a libtorch 2.5-2.13: a folder with include/ and lib/, e.g. a pip-installed
+#                         .../site-packages/torch; lib/ gets what ldd resolves under DIR/.. (torch/,
+#                         and nvidia/ of a PyPI CUDA wheel)
+#     --onnxruntime FILE  libonnxruntime.so.X.Y.Z (1.20 or newer); its libonnxruntime_providers_*.so
+#                         are bundled too
+#     --features LIST     cargo features of headroom-cli (e.g. cuda,tensorrt)
+#     --label NAME        appended to the bundle's name (headroom-VER-ARCH-linux-NAME)
+#   Libraries resolved elsewhere (JetPack's CUDA, cuDNN, TensorRT) stay on the system: SYSTEM-LIBS
+#   lists them as found at build time.
 # Env: CARGO_TARGET_DIR (as for cargo; reused), HEADROOM_DEPS (see scripts/setup.sh); for aarch64
 #      those of scripts/cross/native.sh (NATIVE_TARGET_DIR, HEADROOM_DEPS_AARCH64).
-# The Jetson bundle (CUDA libtorch and ONNX Runtime from JetPack) is not made here yet (issue 22).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 fail() { echo "bundle: error: $*" >&2; exit 1; }
 step() { headroom_step "$*"; echo "bundle: $*" >&2; }
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-profile=release out="$root/dist" target=x86_64
+profile=release out="$root/dist" target=x86_64 native_torch="" native_ort="" features="" label=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) [ $# -ge 2 ] || usage; profile=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
     --target) [ $# -ge 2 ] || usage; target=$2; shift 2 ;;
+    --libtorch) [ $# -ge 2 ] || usage; native_torch=$2; shift 2 ;;
+    --onnxruntime) [ $# -ge 2 ] || usage; native_ort=$2; shift 2 ;;
+    --features) [ $# -ge 2 ] || usage; features=$2; shift 2 ;;
+    --label) [ $# -ge 2 ] || usage; label=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "bundle: unknown argument '$1'" >&2; usage ;;
   esac
@@ -46,12 +63,22 @@ case "$profile" in
   dev) cargo_profile=(); profile_dir=debug ;;
   *) fail "--profile $profile: expected release or dev" ;;
 esac
-[ "$(uname -m)" = x86_64 ] || fail "this script builds on x86_64; on $(uname -m) see docs/CROSS.md"
+if [ "$target" = native ]; then
+  [ -n "$native_torch" ] && [ -n "$native_ort" ] || fail "--target native needs --libtorch DIR and --onnxruntime FILE"
+  [ -d "$native_torch/include/torch" ] && [ -d "$native_torch/lib" ] \
+    || fail "--libtorch $native_torch: expected a folder with include/torch and lib/ (e.g. site-packages/torch)"
+  [ -f "$native_ort" ] || fail "--onnxruntime $native_ort: not a file (libonnxruntime.so.X.Y.Z)"
+  arch=$(uname -m)
+else
+  [ -z "$native_torch$native_ort$features$label" ] || fail "--libtorch, --onnxruntime, --features and --label go with --target native"
+  [ "$(uname -m)" = x86_64 ] || fail "this script builds on x86_64; on $(uname -m) see docs/CROSS.md (or use --target native)"
+  arch=$target
+fi
 case "$target" in
-  x86_64) tools=(cargo ldd readelf strip objdump); strip_tool="strip"; objdump_tool="objdump" ;;
+  x86_64|native) tools=(cargo ldd readelf strip objdump); strip_tool="strip"; objdump_tool="objdump" ;;
   aarch64) tools=(aarch64-linux-gnu-readelf aarch64-linux-gnu-strip aarch64-linux-gnu-objdump qemu-aarch64-static)
     strip_tool=aarch64-linux-gnu-strip; objdump_tool=aarch64-linux-gnu-objdump ;;
-  *) fail "--target $target: expected x86_64 or aarch64" ;;
+  *) fail "--target $target: expected x86_64, aarch64 or native" ;;
 esac
 for tool in "${tools[@]}" tar gzip sha256sum; do
   command -v "$tool" >/dev/null || fail "$tool is needed (binutils, coreutils, tar, gzip, a Rust toolchain; aarch64: scripts/cross-build.sh setup)"
@@ -75,6 +102,22 @@ if [ "$target" = x86_64 ]; then
   (cd "$root" && cargo build -p headroom-cli --locked "${cargo_profile[@]}") || fail "cargo build failed (see above)"
   built="$target_dir/$profile_dir/headroom"
   run_target() { "$@"; }
+elif [ "$target" = native ]; then
+  LIBTORCH=$(cd "$native_torch" && pwd)
+  ORT_DYLIB_PATH=$(cd "$(dirname "$native_ort")" && pwd)/$(basename "$native_ort")
+  LD_LIBRARY_PATH="$LIBTORCH/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LIBTORCH ORT_DYLIB_PATH LD_LIBRARY_PATH
+  # As scripts/setup.sh writes it (the same value keeps a target dir's build): libc10's names say.
+  LIBTORCH_CXX11_ABI=0
+  if grep -q B5cxx11 "$LIBTORCH/lib/libc10.so"; then LIBTORCH_CXX11_ABI=1; fi
+  export LIBTORCH_CXX11_ABI
+  target_dir=${CARGO_TARGET_DIR:-$root/target}
+  feature_args=(); [ -z "$features" ] || feature_args=(--features "$features")
+  step "cargo build -p headroom-cli --locked ${cargo_profile[*]} ${feature_args[*]} against $LIBTORCH (into $target_dir)"
+  (cd "$root" && cargo build -p headroom-cli --locked "${cargo_profile[@]}" "${feature_args[@]}") \
+    || fail "cargo build failed (see above)"
+  built="$target_dir/$profile_dir/headroom"
+  run_target() { "$@"; }
 else
   step "aarch64 libraries and build (scripts/cross-build.sh native deps, build ${cargo_profile[*]})"
   "$root/scripts/cross-build.sh" native deps || fail "scripts/cross-build.sh native deps (see above)"
@@ -93,7 +136,7 @@ readelf -d "$built" | grep -q 'RUNPATH.*\$ORIGIN/\.\./lib' \
 
 version=$(run_target "$built" -V | awk '{print $2}') || fail "$built -V failed"
 [ -n "$version" ] || fail "$built -V printed no version"
-name="headroom-$version-$target-linux"
+name="headroom-$version-$arch-linux${label:+-$label}"
 stage="$out/$name"
 step "assembling $stage ($profile profile)"
 rm -rf "$stage" "$stage.tmp"
@@ -105,6 +148,8 @@ mkdir -p "$stage.tmp"/{bin,lib,scripts/lib,models,share/doc/headroom}
 # asks for, as a real file; then ONNX Runtime, which the binary dlopens (crates/infer/src/runtime.rs).
 # "Into LIBTORCH": under LIBTORCH itself or a folder its lib/ links point into (setup.sh's layout).
 libtorch_roots=("$(cd "$LIBTORCH" && pwd -P)")
+# A pip-installed torch (--target native) finds its CUDA wheels in ../nvidia/ through its RPATH.
+if [ "$target" = native ]; then libtorch_roots=("$(cd "$LIBTORCH/.." && pwd -P)"); fi
 for f in "$LIBTORCH"/lib/*; do libtorch_roots+=("$(dirname "$(readlink -f "$f")")"); done
 from_libtorch() {
   local root
@@ -114,7 +159,7 @@ from_libtorch() {
   return 1
 }
 copied=0
-if [ "$target" = x86_64 ]; then
+if [ "$target" != aarch64 ]; then
   ldd_out=$(LD_LIBRARY_PATH="$LIBTORCH/lib" ldd "$built") || fail "ldd $built failed"
   if grep -q 'not found' <<<"$ldd_out"; then fail "ldd: $(grep 'not found' <<<"$ldd_out" | tr -s ' \t' ' ')"; fi
   while read -r soname path; do
@@ -145,20 +190,27 @@ fi
 [ -f "${ORT_DYLIB_PATH:-}" ] || fail "ORT_DYLIB_PATH=${ORT_DYLIB_PATH:-} is not a file (scripts/setup.sh writes it)"
 ort_real=$(readlink -f "$ORT_DYLIB_PATH")
 cp "$ort_real" "$stage.tmp/lib/$(basename "$ort_real")" || fail "cannot copy $ort_real"
+if [ "$target" = native ]; then
+  # The execution providers ONNX Runtime dlopens from its own folder (CUDA, TensorRT, shared).
+  for provider in "$(dirname "$ort_real")"/libonnxruntime_providers_*.so; do
+    [ -f "$provider" ] || continue
+    cp "$(readlink -f "$provider")" "$stage.tmp/lib/$(basename "$provider")" || fail "cannot copy $provider"
+  done
+fi
 chmod 0644 "$stage.tmp"/lib/*
 chmod 0755 "$stage.tmp/bin/headroom"
 
 cp -R "$root/configs" "$stage.tmp/configs"
-cp "$root/scripts/field-retrain.sh" "$stage.tmp/scripts/"
+cp "$root/scripts/field-retrain.sh" "$root/scripts/gpu-check.sh" "$stage.tmp/scripts/"
 cp "$root/scripts/lib/errtrap.sh" "$stage.tmp/scripts/lib/"
 cp -R "$root/models/demo" "$stage.tmp/models/demo"
 cp "$root/scripts/bundle/install.sh" "$stage.tmp/install.sh"
-chmod 0755 "$stage.tmp/install.sh" "$stage.tmp/scripts/field-retrain.sh"
+chmod 0755 "$stage.tmp/install.sh" "$stage.tmp/scripts/field-retrain.sh" "$stage.tmp/scripts/gpu-check.sh"
 cp "$root/README.md" "$root/docs/FIELD.md" "$root/docs/GUIDE.md" "$stage.tmp/share/doc/headroom/"
 
 # Every library the bundled binary needs must now resolve inside lib/ or on the system, with an
 # empty environment.
-if [ "$target" = x86_64 ]; then
+if [ "$target" != aarch64 ]; then
   ldd_bundle=$(env -i PATH=/usr/bin:/bin ldd "$stage.tmp/bin/headroom") || fail "ldd of the bundled binary failed"
   if grep -q 'not found' <<<"$ldd_bundle"; then
     fail "the bundled binary cannot find: $(grep 'not found' <<<"$ldd_bundle" | tr -s ' \t' ' ')"
@@ -179,7 +231,7 @@ if find "$stage.tmp" -type l | grep -q .; then fail "symlinks in the bundle: $(f
 
 step "writing the --help text of every subcommand (by running the bundled binary)"
 # With an empty environment: the bundle's RUNPATH and lib/ alone (qemu gets no LD_LIBRARY_PATH either).
-if [ "$target" = x86_64 ]; then
+if [ "$target" != aarch64 ]; then
   run_bundled() { env -i PATH=/usr/bin:/bin "$stage.tmp/bin/headroom" "$@"; }
 else
   run_bundled() { env -i PATH=/usr/bin:/bin "$root/scripts/cross/qemu-runner.sh" "$stage.tmp/bin/headroom" "$@"; }
@@ -192,11 +244,24 @@ for sub in $subcommands; do
   run_bundled "$sub" --help > "$doc/headroom-$sub.txt" || fail "bin/headroom $sub --help failed"
 done
 
+if [ "$target" = native ]; then
+  # What the bundle expects from the system: every library the binary and lib/ resolve outside lib/,
+  # other than the C and C++ runtimes (on a Jetson: JetPack's CUDA, cuDNN, TensorRT).
+  for file in "$stage.tmp/bin/headroom" "$stage.tmp"/lib/*; do
+    env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$stage.tmp/lib" ldd "$file" 2>/dev/null || true
+  done | awk '$2 == "=>" {print $1, $3}' | sort -u \
+    | grep -v -E '^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^ ]*)\.so' \
+    | grep -v " $stage.tmp/lib/" > "$stage.tmp/SYSTEM-LIBS" || true
+  cuda_build=no; [ -e "$LIBTORCH/lib/libtorch_cuda.so" ] && cuda_build=yes
+  libs_text="libtorch from $LIBTORCH (CUDA build: $cuda_build), ONNX Runtime from $(dirname "$ort_real"); features: ${features:-default}"
+else
+  libs_text="CPU (libtorch and ONNX Runtime CPU builds from PyPI wheels)"
+fi
 {
-  echo "headroom $version, $target Linux, CPU (libtorch and ONNX Runtime CPU builds from PyPI wheels); $profile profile"
+  echo "headroom $version, $arch Linux, $libs_text; $profile profile"
   echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "built: $(date -u +%FT%TZ) with $(rustc --version)"
-  echo "libtorch: $(cat "$LIBTORCH/build-version" 2>/dev/null || echo unknown); ONNX Runtime: $(basename "$ort_real" | sed 's/^libonnxruntime\.so\.//')"
+  echo "libtorch: $(run_bundled --version | sed -n 's/^libtorch: built against \([0-9.]*\).*/\1/p'); ONNX Runtime: $(basename "$ort_real" | sed 's/^libonnxruntime\.so\.//')"
   echo "needs: glibc >= $("$objdump_tool" -T "$stage.tmp/bin/headroom" "$stage.tmp"/lib/*.so* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n1), libstdc++ (GLIBCXX) >= $("$objdump_tool" -T "$stage.tmp/bin/headroom" "$stage.tmp"/lib/*.so* 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' | sed 's/GLIBCXX_//' | sort -uV | tail -n1) from the system"
   echo "lib/: $(find "$stage.tmp/lib" -type f -printf '%f\n' | sort | tr '\n' ' ')"
 } > "$stage.tmp/BUILD-INFO"

@@ -6,7 +6,8 @@
 #   · plan, and the planner's estimate against the measured GPU peak · export --engine (if trtexec)
 # and prints one table of PASS / FAIL / SKIP, also written to $OUT/results.txt (and .tsv).
 #
-# Usage: scripts/gpu-check.sh
+# Usage: scripts/gpu-check.sh             (in a clone: install, build, check)
+#        bundle/scripts/gpu-check.sh      (in an unpacked bundle: its bin/headroom and lib/, no build)
 # Exit:  0 every check passed or was skipped; 1 a check failed; 2 it could not run (no GPU, no
 #        driver, an install or a tool missing): the message says which.
 # Env:   HEADROOM_GPU              GPU index (default 0)
@@ -16,6 +17,10 @@
 #        HEADROOM_GPU_CHECK_BUDGET_S  seconds for all checks after install and build (default 480)
 #        HEADROOM_GPU_SKIP_INSTALL=1  use LIBTORCH, ORT_DYLIB_PATH and LD_LIBRARY_PATH as they are
 #                                  (a Jetson with JetPack's libraries, or any own CUDA build)
+#        HEADROOM_GPU_LIBS=python  take libtorch and ONNX Runtime from python3's torch and
+#                                  onnxruntime packages (JetPack's wheels; a machine with PyTorch)
+#        HEADROOM_GPU_BIN          a headroom already built (against the same libtorch minor
+#                                  version): no cargo, no build. Default in a bundle: its bin/headroom
 #        CARGO_TARGET_DIR          default target/gpu (its own: other libtorch, other RUSTFLAGS)
 #        TRTEXEC                   trtexec for the engine check (else JetPack's path, then PATH)
 # Not yet run on a GPU: see docs/GPU.md for what that means for its results.
@@ -58,7 +63,8 @@ gpu_mib=$(query memory.total)
 compute=$(query compute_cap)
 # The PyPI wheels are CUDA 13 builds; libraries given with HEADROOM_GPU_SKIP_INSTALL (JetPack's
 # CUDA 12, say) have their own requirements, which the checks themselves will show.
-if [ "${HEADROOM_GPU_SKIP_INSTALL:-0}" != 1 ]; then
+if [ "${HEADROOM_GPU_SKIP_INSTALL:-0}" != 1 ] && [ -z "${HEADROOM_GPU_BIN:-}" ] \
+  && [ "${HEADROOM_GPU_LIBS:-}" != python ] && [ -f "$root/Cargo.toml" ]; then
   [[ "$driver" =~ ^[0-9]+ ]] || fail "cannot read the driver version from nvidia-smi (got '$driver')"
   [ "${driver%%.*}" -ge "$MIN_DRIVER" ] \
     || fail "NVIDIA driver $driver is older than $MIN_DRIVER: torch $TORCH_VERSION and onnxruntime-gpu $ORT_VERSION from PyPI are CUDA 13 builds, which need driver >= $MIN_DRIVER"
@@ -69,9 +75,16 @@ fi
 step "GPU $gpu: $gpu_name, ${gpu_mib:-?} MiB, compute ${compute:-?}, driver $driver"
 
 command -v python3 >/dev/null || fail "python3 is needed (pip downloads the pinned wheels; results are parsed with it)"
-command -v cargo >/dev/null || fail "cargo is needed to build headroom: install Rust >= $(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' "$root/Cargo.toml") (https://rustup.rs)"
-command -v c++ >/dev/null || fail "a C++ compiler is needed (torch-sys builds C++ against libtorch): apt-get install g++"
-for f in "$teacher" "$student"; do [ -f "$f" ] || fail "$f is missing: run from a full headroom checkout"; done
+# In an unpacked bundle (bin/headroom beside scripts/, no Cargo.toml): its binary, its lib/.
+prebuilt="${HEADROOM_GPU_BIN:-}"
+if [ -z "$prebuilt" ] && [ -x "$root/bin/headroom" ] && [ ! -f "$root/Cargo.toml" ]; then prebuilt="$root/bin/headroom"; fi
+if [ -n "$prebuilt" ]; then
+  [ -x "$prebuilt" ] || fail "HEADROOM_GPU_BIN=$prebuilt is not an executable file"
+else
+  command -v cargo >/dev/null || fail "cargo is needed to build headroom: install Rust >= $(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' "$root/Cargo.toml") (https://rustup.rs)"
+  command -v c++ >/dev/null || fail "a C++ compiler is needed (torch-sys builds C++ against libtorch): apt-get install g++"
+fi
+for f in "$teacher" "$student"; do [ -f "$f" ] || fail "$f is missing: run from a full headroom checkout or an unpacked bundle"; done
 mkdir -p "$out/logs" "$deps" || fail "cannot create $out or $deps (set HEADROOM_GPU_CHECK_OUT / HEADROOM_GPU_DEPS)"
 rm -rf "$out/work" "$out/logs"/* "$out/results.txt" "$out/results.tsv"
 work="$out/work"
@@ -153,7 +166,7 @@ finish() {
 site="$deps/site-packages"
 trt_site="$deps/tensorrt"
 lt="$deps/libtorch"
-trt_missing=""
+trt_missing="" cuda_ep_missing=""
 platforms=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux2010_x86_64)
 for i in $(seq 5 35); do platforms+=(--platform "manylinux_2_${i}_x86_64"); done
 pip_args=(--quiet --disable-pip-version-check --only-binary=:all: "${platforms[@]}"
@@ -227,7 +240,12 @@ check_libraries() {
   m=$(missing_libs "$LIBTORCH/lib/libtorch_cuda.so")
   [ -z "$m" ] || fail "libtorch_cuda.so cannot find: $m (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
   capi=$(dirname "$ORT_DYLIB_PATH")
-  [ -f "$capi/libonnxruntime_providers_cuda.so" ] || fail "$capi has no libonnxruntime_providers_cuda.so: not a GPU build of ONNX Runtime"
+  # A CPU ONNX Runtime still checks libtorch's CUDA paths: its CUDA and TensorRT checks are skipped.
+  if [ ! -f "$capi/libonnxruntime_providers_cuda.so" ]; then
+    cuda_ep_missing="$capi has no libonnxruntime_providers_cuda.so (a CPU build of ONNX Runtime)"
+    trt_missing=${trt_missing:-$cuda_ep_missing}
+    return 0
+  fi
   m=$(missing_libs "$capi/libonnxruntime_providers_cuda.so")
   [ -z "$m" ] || fail "ONNX Runtime's CUDA provider cannot find: $m"
   if [ -z "$trt_missing" ]; then
@@ -240,8 +258,31 @@ check_libraries() {
   fi
 }
 
+# python_libraries: LIBTORCH, ORT_DYLIB_PATH and LD_LIBRARY_PATH from python3's own packages.
+python_libraries() {
+  local torch_dir capi
+  torch_dir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null) \
+    || fail "HEADROOM_GPU_LIBS=python: python3 cannot import torch"
+  capi=$(python3 -c 'import os, onnxruntime; print(os.path.join(os.path.dirname(onnxruntime.__file__), "capi"))' 2>/dev/null) \
+    || fail "HEADROOM_GPU_LIBS=python: python3 cannot import onnxruntime"
+  ORT_DYLIB_PATH=$(find "$capi" -maxdepth 1 -name 'libonnxruntime.so.*' -print -quit)
+  [ -n "$ORT_DYLIB_PATH" ] || fail "no libonnxruntime.so.* in $capi"
+  export LIBTORCH="$torch_dir" ORT_DYLIB_PATH LD_LIBRARY_PATH="$torch_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  TORCH_VERSION=$(sed -n "s/^__version__ = '\([^']*\)'.*/\1/p" "$torch_dir/version.py" 2>/dev/null || echo '?')
+  ORT_VERSION=${ORT_DYLIB_PATH##*libonnxruntime.so.}
+}
+
 t0=$(now)
-if [ "${HEADROOM_GPU_SKIP_INSTALL:-0}" = 1 ]; then
+if [ -n "$prebuilt" ] && [ "${HEADROOM_GPU_LIBS:-}" != python ] && [ "${HEADROOM_GPU_SKIP_INSTALL:-0}" != 1 ]; then
+  # A bundle's binary finds its own lib/ (RUNPATH); nothing to install or check here.
+  TORCH_VERSION="bundled" ORT_VERSION="bundled"
+  record "install" SKIP "$(since "$t0")" "prebuilt $prebuilt with the libraries beside it"
+elif [ "${HEADROOM_GPU_LIBS:-}" = python ]; then
+  headroom_step "checking python3's libraries"
+  python_libraries
+  check_libraries
+  record "install" SKIP "$(since "$t0")" "python3's torch $TORCH_VERSION ($LIBTORCH), onnxruntime $ORT_VERSION"
+elif [ "${HEADROOM_GPU_SKIP_INSTALL:-0}" = 1 ]; then
   headroom_step "checking the given libraries"
   if [ -z "${LIBTORCH:-}" ] || [ -z "${ORT_DYLIB_PATH:-}" ]; then
     fail "HEADROOM_GPU_SKIP_INSTALL=1 needs LIBTORCH and ORT_DYLIB_PATH (and LD_LIBRARY_PATH) set"
@@ -263,11 +304,13 @@ fi
 
 bin="$CARGO_TARGET_DIR/release/headroom"
 t0=$(now)
-step "building headroom --release --features cuda,tensorrt into $CARGO_TARGET_DIR (torch-sys alone takes minutes)"
-# --no-as-needed -ltorch: libtorch.so NEEDs libtorch_cuda.so, which nothing references by symbol;
-# without it the linker drops it and libtorch sees no CUDA (tch-rs issue 980; tch's own build.rs).
-if (cd "$root" && RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C link-arg=-Wl,--no-as-needed -C link-arg=-ltorch" \
-      cargo build --release --locked -p headroom-cli --features cuda,tensorrt) >"$out/logs/build.log" 2>&1; then
+if [ -n "$prebuilt" ]; then
+  bin=$prebuilt
+  record "build" SKIP 0.0 "prebuilt: $bin ($("$bin" -V 2>&1 | head -n1))"
+else
+step "building headroom --release --features cuda,tensorrt into $CARGO_TARGET_DIR"
+# No link flags: headroom loads libtorch_cuda.so itself when it asks for CUDA (docs/DECISIONS.md).
+if (cd "$root" && cargo build --release --locked -p headroom-cli --features cuda,tensorrt) >"$out/logs/build.log" 2>&1; then
   record "build" PASS "$(since "$t0")" "$bin"
 else
   record "build" FAIL "$(since "$t0")" "cargo build failed: $(last_line "$out/logs/build.log") (logs/build.log)"
@@ -275,6 +318,7 @@ else
     record "$n" SKIP 0.0 "no binary (build failed)"
   done
   finish
+fi
 fi
 
 # ------------------------------------------------------------------------------------------
@@ -357,8 +401,12 @@ label_check "label --ep cpu" cpu 120 --ep cpu
 record_label "label --ep cpu" ""
 cpu_boxes=$BOXES
 
-label_check "label --ep cuda" cuda 120 --ep cuda --device "cuda:$gpu"
-record_label "label --ep cuda" 2
+if [ -n "$cuda_ep_missing" ]; then
+  record "label --ep cuda" SKIP 0.0 "$cuda_ep_missing"
+else
+  label_check "label --ep cuda" cuda 120 --ep cuda --device "cuda:$gpu"
+  record_label "label --ep cuda" 2
+fi
 
 if [ -n "$trt_missing" ]; then
   record "label --ep tensorrt" SKIP 0.0 "$trt_missing"

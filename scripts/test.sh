@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: tests the install scripts' logic against stubs (seconds), installs the
 # native dependencies (scripts/setup.sh), then runs every test of the workspace with libtorch and ONNX Runtime for real, clippy and rustfmt,
+# then every test again against the oldest supported libraries (libtorch 2.5.1, ONNX Runtime 1.20.1),
 # and the install bundle with an empty environment (scripts/tests/bundle.sh). The field loop's kill
 # tests are Rust integration tests (crates/cli/tests/field.rs), part of cargo test.
 # Env: CARGO_TARGET_DIR (keep it between runs: the first libtorch build takes ~7 minutes).
@@ -34,6 +35,21 @@ cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
 
 stage "cargo test --workspace (libtorch and ONNX Runtime linked)"
 cargo test --workspace --locked || fail "cargo test"
+
+# The oldest libraries of the supported range (libtorch 2.5.1, ONNX Runtime 1.20.1: what JetPack 6
+# ships): the same tests, in a target dir of their own (another LIBTORCH rebuilds every dependant).
+stage "cargo test --workspace against the oldest libraries (scripts/setup.sh --libs oldest)"
+scripts/setup.sh --libs oldest || fail "scripts/setup.sh --libs oldest (see its message above)"
+oldest_target="${CARGO_TARGET_DIR:-$root/target}-oldest"
+headroom_target_guard "$oldest_target" "$root"
+(
+  # shellcheck source=/dev/null
+  source .deps/env-oldest.sh
+  CARGO_TARGET_DIR="$oldest_target" cargo test --workspace --locked
+) || fail "cargo test against the oldest libraries (libtorch 2.5.1, ONNX Runtime 1.20.1)"
+stage "the Jetson route (scripts/jetson-bundle.sh) against the oldest libraries, bundle run with an empty environment"
+CARGO_TARGET_DIR="$oldest_target" bash scripts/tests/bundle.sh --profile dev --target native-oldest \
+  || fail "the native bundle against the oldest libraries (see the FAIL lines above)"
 
 stage "the install bundle run with an empty environment (scripts/tests/bundle.sh --profile dev)"
 bash scripts/tests/bundle.sh --profile dev || fail "the install bundle (see the FAIL lines above)"

@@ -5,10 +5,13 @@
 # lib/), synth, label with the demo teacher, a 2-step train of the demo student; then install.sh
 # into a prefix with --systemd (units pointing at the installed binary) and the installed doctor;
 # and install.sh's refusal of a prefix it cannot create.
-#   scripts/tests/bundle.sh [--profile dev|release] [--target x86_64|aarch64]
+#   scripts/tests/bundle.sh [--profile dev|release] [--target x86_64|aarch64|native-oldest]
 # (default dev: reuses scripts/test.sh's build). aarch64: the bundle of `scripts/bundle.sh --target
 # aarch64`, every command run under qemu (scripts/cross/qemu-runner.sh, itself under env -i), and
-# install.sh must refuse it on this x86_64 host.
+# install.sh must refuse it on this x86_64 host. native-oldest: the Jetson route
+# (scripts/jetson-bundle.sh, as docker/Dockerfile.jetson runs it) on this machine, against the oldest
+# supported libraries in a pip wheel's layout (scripts/setup.sh --libs oldest: libtorch 2.5.1, ONNX
+# Runtime 1.20.1), without the CUDA features (CPU wheels); the bundle is named ...-linux-oldest.
 # Prints PASS/FAIL per step; exits 1 on any failure. Env: CARGO_TARGET_DIR, HEADROOM_DEPS.
 # shellcheck source=../lib/errtrap.sh
 source "$(dirname "$0")/../lib/errtrap.sh"
@@ -17,7 +20,7 @@ profile=dev target=x86_64
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=${2:?--profile needs dev or release}; shift 2 ;;
-    --target) target=${2:?--target needs x86_64 or aarch64}; shift 2 ;;
+    --target) target=${2:?--target needs x86_64, aarch64 or native-oldest}; shift 2 ;;
     *) echo "bundle.sh (test): unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -37,17 +40,29 @@ check() {
 }
 clean() { env -i PATH=/usr/bin:/bin "$@"; }
 # hr BIN ARGS...: runs a headroom binary of the bundle's target with an empty environment.
-if [ "$target" = x86_64 ]; then
+if [ "$target" != aarch64 ]; then
   hr() { clean "$@"; }
 else
   hr() { clean "$root/scripts/cross/qemu-runner.sh" "$@"; }
 fi
 
-check "scripts/bundle.sh --profile $profile --target $target builds the bundle" \
-  bash "$root/scripts/bundle.sh" --profile "$profile" --target "$target" --out "$tmp/dist"
-tarball=$(find "$tmp/dist" -maxdepth 1 -name "headroom-*-$target-linux.tar.gz" -print -quit)
+if [ "$target" = native-oldest ]; then
+  check "scripts/setup.sh --libs oldest" bash "$root/scripts/setup.sh" --libs oldest
+  ort_oldest=$(sed -n 's/^export ORT_DYLIB_PATH="\(.*\)"$/\1/p' "$root/.deps/env-oldest.sh")
+  torch_oldest=$(sed -n 's/^export LIBTORCH="\(.*\)"$/\1/p' "$root/.deps/env-oldest.sh")
+  check "scripts/jetson-bundle.sh --profile $profile against $torch_oldest and $ort_oldest (no CUDA features)" \
+    bash "$root/scripts/jetson-bundle.sh" --profile "$profile" --libtorch "$torch_oldest" \
+    --onnxruntime "$ort_oldest" --features "" --label oldest --out "$tmp/dist"
+  pattern="headroom-*-$(uname -m)-linux-oldest.tar.gz"
+  target=$(uname -m)
+else
+  check "scripts/bundle.sh --profile $profile --target $target builds the bundle" \
+    bash "$root/scripts/bundle.sh" --profile "$profile" --target "$target" --out "$tmp/dist"
+  pattern="headroom-*-$target-linux.tar.gz"
+fi
+tarball=$(find "$tmp/dist" -maxdepth 1 -name "$pattern" -print -quit)
 if [ -z "$tarball" ]; then
-  echo "FAIL no headroom-*-$target-linux.tar.gz in $tmp/dist: nothing else to test" >&2
+  echo "FAIL no $pattern in $tmp/dist: nothing else to test" >&2
   exit 1
 fi
 mkdir "$tmp/unpacked"

@@ -16,7 +16,7 @@ pub enum Error {
     },
     /// The ONNX Runtime shared library could not be found or loaded.
     #[error(
-        "cannot load ONNX Runtime from `{path}`: {reason} (looked at: {tried}; set ORT_DYLIB_PATH to libonnxruntime.so.1.31.x, put it in the lib/ folder beside the binary's bin/, or in a clone run scripts/setup.sh and source .deps/env.sh)"
+        "cannot load ONNX Runtime from `{path}`: {reason} (looked at: {tried}; set ORT_DYLIB_PATH to a libonnxruntime.so of 1.20 or newer, put it in the lib/ folder beside the binary's bin/, or in a clone run scripts/setup.sh and source .deps/env.sh)"
     )]
     RuntimeLoad {
         /// The library path loaded.

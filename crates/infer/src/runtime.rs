@@ -11,8 +11,9 @@ use ort::session::builder::SessionBuilder;
 use crate::provider::{ExecutionProvider, SessionOptions};
 use crate::{Error, Result};
 
-/// The ONNX Runtime version headroom is built for (ort's `api-31`).
-pub const ORT_VERSION: &str = "1.31";
+/// The oldest ONNX Runtime headroom loads: ort's `api-20` (JetPack 6 ships 1.20; CI tests 1.20.1,
+/// the oldest, and 1.31.1, the newest; newer ones keep the C API).
+pub const ORT_VERSION: &str = "1.20";
 
 static ENVIRONMENT: OnceLock<std::result::Result<Environment, String>> = OnceLock::new();
 

@@ -10,7 +10,7 @@ use crate::{Error, Result};
 
 /// Whether this libtorch sees a CUDA device.
 pub fn cuda_available() -> bool {
-    Cuda::is_available()
+    headroom_train::cuda_available()
 }
 
 /// Whether `text` names libtorch's device (`cpu`, `cuda`, `cuda:N`) rather than a preset.
@@ -79,7 +79,7 @@ pub fn torch_device(text: &str) -> Result<Device> {
             .and_then(|n| n.parse::<usize>().ok())
             .ok_or_else(|| spec(format!("{other}: expected cpu, cuda or cuda:N")))?,
     };
-    if !Cuda::is_available() {
+    if !cuda_available() {
         return Err(spec(format!(
             "{text}: this libtorch sees no CUDA device (scripts/setup.sh installs the CPU build; docs/GPU.md \
              says how to build against a CUDA one)"

@@ -25,7 +25,7 @@ pub(crate) fn run() -> Result<LibtorchReport> {
     let loss_after = loss_of(&input)?.f_double_value(&[])?;
     Ok(LibtorchReport {
         version: crate::LIBTORCH_HEADERS,
-        cuda_available: tch::Cuda::is_available(),
+        cuda_available: crate::cuda_available(),
         threads: tch::get_num_threads(),
         loss_before,
         loss_after,

@@ -53,15 +53,122 @@ pub use student::{Cut, Student};
 #[cfg(feature = "libtorch")]
 pub use tch;
 
-/// The libtorch version whose headers tch's C++ wrapper was compiled against (`build.rs` reads the
-/// `TORCH_VERSION_*` defines of the LIBTORCH that torch-sys used); `unknown`
-/// without the `libtorch` feature.
+/// The libtorch version whose headers tch's C++ wrapper was compiled against (vendor/torch-sys reads
+/// the `TORCH_VERSION_*` defines of its LIBTORCH); `unknown` without the `libtorch` feature.
 pub const LIBTORCH_HEADERS: &str = env!("HEADROOM_LIBTORCH_HEADERS");
 
-/// Whether libtorch sees a CUDA device (false without the `libtorch` feature).
+/// Whether the libtorch this binary was linked with is a CUDA build (has libtorch_cuda.so).
+pub const LIBTORCH_CUDA_BUILD: bool = matches!(env!("HEADROOM_LIBTORCH_CUDA_BUILD").as_bytes(), b"1");
+
+/// The libtorch versions (major, minor) this source tree builds against and CI tests: the oldest
+/// (JetPack 6's NVIDIA build, 2.5) and the newest (tch 0.26's, 2.13). Keep in step with
+/// vendor/torch-sys/build.rs.
+pub const LIBTORCH_RANGE: ((u32, u32), (u32, u32)) = ((2, 5), (2, 13));
+
+/// The version of the libtorch this process loaded, as libtorch itself says it
+/// (`at::show_config()`'s `TORCH_VERSION=`), e.g. `2.5.1`; `None` without the `libtorch` feature or
+/// when libtorch does not say.
+pub fn libtorch_loaded_version() -> Option<String> {
+    #[cfg(feature = "libtorch")]
+    {
+        let config = native::show_config()?;
+        let start = config.find("TORCH_VERSION=")? + "TORCH_VERSION=".len();
+        let version: String =
+            config[start..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '.').collect();
+        (!version.is_empty()).then_some(version)
+    }
+    #[cfg(not(feature = "libtorch"))]
+    {
+        None
+    }
+}
+
+/// Why the loaded libtorch cannot serve this binary, if it cannot: its major.minor differs from
+/// the headers tch was compiled against (libtorch's C++ ABI changes between minor versions). The
+/// text names both versions and what to install.
+pub fn libtorch_version_mismatch(loaded: &str) -> Option<String> {
+    let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+    (LIBTORCH_HEADERS != "unknown" && minor(LIBTORCH_HEADERS) != minor(loaded)).then(|| {
+        format!(
+            "this headroom was built against libtorch {LIBTORCH_HEADERS} but loaded libtorch {loaded}: install \
+             libtorch {}.x (LD_LIBRARY_PATH, or the bundle's lib/), or rebuild headroom against {loaded} \
+             (LIBTORCH; it builds against {}.{} to {}.{})",
+            minor(LIBTORCH_HEADERS),
+            LIBTORCH_RANGE.0.0,
+            LIBTORCH_RANGE.0.1,
+            LIBTORCH_RANGE.1.0,
+            LIBTORCH_RANGE.1.1
+        )
+    })
+}
+
+#[cfg(feature = "libtorch")]
+#[allow(unsafe_code)]
+mod native {
+    use std::ffi::{c_char, c_long};
+
+    unsafe extern "C" {
+        /// vendor/torch-sys/libtch/headroom_api.cpp.
+        fn headroom_show_config(buf: *mut c_char, len: c_long) -> c_long;
+    }
+
+    /// Loads `libtorch_cuda.so` once, if the process does not map it yet and it lies beside the
+    /// loaded `libtorch_cpu.so` or on the loader's path; a CPU libtorch has none, and nothing
+    /// happens.
+    pub(crate) fn load_libtorch_cuda() {
+        static LOADED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        LOADED.get_or_init(|| {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+            let mapped: Vec<&str> = maps.lines().filter_map(|line| line.split_whitespace().nth(5)).collect();
+            if mapped.iter().any(|path| path.ends_with("/libtorch_cuda.so")) {
+                return;
+            }
+            let beside = mapped
+                .iter()
+                .find(|path| path.ends_with("/libtorch_cpu.so"))
+                .and_then(|path| std::path::Path::new(path).parent())
+                .map(|dir| dir.join("libtorch_cuda.so"))
+                .filter(|path| path.is_file());
+            let candidates = beside.into_iter().chain([std::path::PathBuf::from("libtorch_cuda.so")]);
+            for candidate in candidates {
+                let Ok(name) = std::ffi::CString::new(candidate.as_os_str().as_encoded_bytes()) else {
+                    continue;
+                };
+                // SAFETY: dlopen with a NUL-terminated path; the handle is kept for the process'
+                // life (never closed), as a linked library would be.
+                let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+                if !handle.is_null() {
+                    tracing::debug!("loaded {} for CUDA", candidate.display());
+                    return;
+                }
+            }
+        });
+    }
+
+    /// `at::show_config()` of the loaded libtorch.
+    pub(crate) fn show_config() -> Option<String> {
+        // SAFETY: a null buffer with length 0 only asks for the length.
+        let len = unsafe { headroom_show_config(std::ptr::null_mut(), 0) };
+        let len = usize::try_from(len).ok()?;
+        let mut buf = vec![0u8; len + 1];
+        // SAFETY: `buf` holds `len + 1` bytes, the length passed; the function writes at most that
+        // many, NUL included.
+        let written =
+            unsafe { headroom_show_config(buf.as_mut_ptr().cast(), c_long::try_from(buf.len()).ok()?) };
+        (written >= 0).then_some(())?;
+        buf.truncate(len.min(usize::try_from(written).ok()?));
+        String::from_utf8(buf).ok()
+    }
+}
+
+/// Whether libtorch sees a CUDA device (false without the `libtorch` feature). A CUDA libtorch
+/// whose `libtorch_cuda.so` the binary does not link (it was built against a CPU libtorch of the
+/// same version, or the linker dropped the library that nothing references by name) is loaded
+/// first from beside the loaded `libtorch_cpu.so`: loading it registers libtorch's CUDA backend.
 pub fn cuda_available() -> bool {
     #[cfg(feature = "libtorch")]
     {
+        native::load_libtorch_cuda();
         tch::Cuda::is_available()
     }
     #[cfg(not(feature = "libtorch"))]
@@ -95,5 +202,36 @@ pub fn libtorch_check() -> Result<LibtorchReport> {
     #[cfg(not(feature = "libtorch"))]
     {
         Err(Error::FeatureDisabled { feature: "libtorch" })
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    /// The loaded library says its own version (`at::show_config()` through the vendored wrapper),
+    /// and it is the one the headers said at build time: true in both CI runs (2.5.1 and 2.13.0).
+    #[cfg(feature = "libtorch")]
+    #[test]
+    fn the_loaded_libtorch_says_the_version_of_the_headers() {
+        let loaded = libtorch_loaded_version().expect("at::show_config() names TORCH_VERSION");
+        assert_eq!(loaded, LIBTORCH_HEADERS, "show_config: {:?}", native::show_config());
+        assert!(libtorch_version_mismatch(&loaded).is_none());
+        let (oldest, newest) = LIBTORCH_RANGE;
+        let minor: Vec<u32> = loaded.split('.').take(2).map(|p| p.parse().unwrap()).collect();
+        assert!((oldest.0, oldest.1) <= (minor[0], minor[1]) && (minor[0], minor[1]) <= (newest.0, newest.1));
+    }
+
+    #[cfg(feature = "libtorch")]
+    #[test]
+    fn another_minor_version_is_refused_naming_both_and_the_range() {
+        let other = if LIBTORCH_HEADERS.starts_with("2.5.") { "2.13.0" } else { "2.5.1" };
+        let why = libtorch_version_mismatch(other).expect("another minor version is a mismatch");
+        assert!(
+            why.contains(LIBTORCH_HEADERS) && why.contains(other) && why.contains("2.5 to 2.13"),
+            "{why}"
+        );
+        let patch = format!("{}.99", LIBTORCH_HEADERS.rsplit_once('.').unwrap().0);
+        assert!(libtorch_version_mismatch(&patch).is_none(), "another patch release of the same minor loads");
     }
 }

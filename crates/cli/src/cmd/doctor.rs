@@ -103,10 +103,12 @@ pub(super) fn libtorch_file_version(library: &Path) -> Option<String> {
     Some(text.trim().split('+').next()?.to_string())
 }
 
-/// The loaded libtorch: its file and version, when they can be told.
+/// The loaded libtorch: its file and version (as libtorch says it, else as its files say), when they
+/// can be told.
 pub(super) fn loaded_libtorch() -> (Option<PathBuf>, Option<String>) {
     let library = loaded_library("libtorch_cpu.so").or_else(|| loaded_library("libtorch.so"));
-    let version = library.as_deref().and_then(libtorch_file_version);
+    let version = headroom_train::libtorch_loaded_version()
+        .or_else(|| library.as_deref().and_then(libtorch_file_version));
     (library, version)
 }
 

@@ -116,6 +116,21 @@ pub fn parse() -> Cli {
 
 /// Runs one subcommand.
 pub fn run(command: Command) -> anyhow::Result<Outcome> {
+    // Verbs that train on libtorch refuse a libtorch of another minor version than the one headroom
+    // was compiled against (its C++ ABI differs); doctor reports the same as a failed check.
+    let on_libtorch = match &command {
+        Command::Train(_) => true,
+        #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+        Command::Field(_) => true,
+        _ => false,
+    };
+    if on_libtorch
+        && let Some(why) = headroom_train::libtorch_loaded_version()
+            .as_deref()
+            .and_then(headroom_train::libtorch_version_mismatch)
+    {
+        anyhow::bail!("{why}");
+    }
     match command {
         Command::Synth(args) => synth::run(&args),
         Command::Label(args) => label::run(&args),

@@ -1,9 +1,9 @@
 //! `headroom --version`: the version, the compiled features, and the native libraries this binary
 //! was built against and loads (libtorch, ONNX Runtime), with CUDA's availability.
 
-/// The ONNX Runtime C API level the `ort` crate is built for (its `api-31` feature): the oldest
-/// ONNX Runtime that loads.
-const ORT_API: &str = "1.31";
+/// The ONNX Runtime C API level the `ort` crate is built for (its `api-20` feature): the oldest
+/// ONNX Runtime that loads (JetPack 6's 1.20; CI tests 1.20.1 and 1.31.1).
+const ORT_API: &str = "1.20";
 
 /// The text of `headroom --version` (`-V` stays the one-line version).
 pub fn long() -> String {
