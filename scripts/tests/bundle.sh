@@ -85,6 +85,11 @@ has_layout() {
   (cd "$b" && sha256sum --quiet -c SHA256SUMS)
 }
 check "layout: bin/, lib/ (real files), configs/, scripts/, models/, share/doc/ with --help texts, checksums" has_layout
+check "scripts/gpu-check.sh is in the bundle (it runs with the bundle's binary)" test -x "$b/scripts/gpu-check.sh"
+if [ -n "${ort_oldest:-}" ]; then
+  check "BUILD-INFO names libtorch 2.5.1 and ONNX Runtime 1.20.1; SYSTEM-LIBS lists what is left to the system" \
+    bash -c "grep -q '^libtorch: 2.5.1; ONNX Runtime: 1.20.1\$' '$b/BUILD-INFO' && test -f '$b/SYSTEM-LIBS'"
+fi
 # shellcheck disable=SC2016  # a literal $ORIGIN
 check 'bin/headroom has RUNPATH $ORIGIN/../lib' bash -c "readelf -d '$b/bin/headroom' | grep 'RUNPATH.*\$ORIGIN/\.\./lib'"
 
@@ -157,7 +162,7 @@ field_loop_starts() {
 check "the installed field loop starts (rollback of a missing model: exit 2, says why)" field_loop_starts
 echo 'HEADROOM_FIELD_ARGS=--images /mine' > "$tmp/opt/etc/field.env"
 check "a reinstall replaces the files and keeps etc/field.env" \
-  bash -c "env -i PATH=/usr/bin:/bin bash '$b/install.sh' --prefix '$tmp/opt' --systemd --systemd-dir '$tmp/systemd' && grep -qx 'HEADROOM_FIELD_ARGS=--images /mine' '$tmp/opt/etc/field.env' && '$tmp/opt/bin/headroom' --version"
+  bash -c "env -i PATH=/usr/bin:/bin bash '$b/install.sh' --prefix '$tmp/opt' --systemd --systemd-dir '$tmp/systemd' && grep -qx 'HEADROOM_FIELD_ARGS=--images /mine' '$tmp/opt/etc/field.env' && env -i PATH=/usr/bin:/bin '$tmp/opt/bin/headroom' --version"
 
 if [ "$failures" -gt 0 ]; then
   echo "bundle.sh: $failures check(s) FAILED" >&2

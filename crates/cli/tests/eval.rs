@@ -194,11 +194,17 @@ fn version_names_the_features_and_the_libraries_built_against_and_loaded() {
         // The headers tch was compiled against, and the library this process mapped.
         let libtorch = line("libtorch:");
         assert!(libtorch.contains("built against 2.") && libtorch.contains("loaded 2."), "{text}");
+        // The loaded library's own version is the headers' (both CI runs: 2.13.0 and 2.5.1).
+        let built = libtorch.split("built against ").nth(1).and_then(|r| r.split(';').next()).unwrap_or("?");
+        assert!(libtorch.contains(&format!("loaded {built} from")), "{text}");
         assert!(libtorch.contains("CUDA"), "{text}");
         assert!(!text.contains("WARNING"), "{text}");
     }
     if cfg!(feature = "onnxruntime") {
-        assert!(line("ONNX Runtime:").contains("loaded 1."), "{text}");
+        let ort = line("ONNX Runtime:");
+        assert!(ort.contains("API 1.20 (ONNX Runtime 1.20 or newer)") && ort.contains("loaded 1."), "{text}");
+        // The providers the loaded library was built with: the CPU one at least.
+        assert!(ort.contains("providers: ") && ort.contains("CPU"), "{text}");
     }
     // -V stays one line.
     let short = headroom(&["-V"]);

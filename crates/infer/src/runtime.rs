@@ -115,6 +115,35 @@ pub fn loaded_version() -> Option<String> {
     }
 }
 
+/// The execution providers the loaded ONNX Runtime was built with (`GetAvailableProviders`, e.g.
+/// `TensorrtExecutionProvider, CUDAExecutionProvider, CPUExecutionProvider`); empty before
+/// [`environment`] succeeded. Built in is not usable: a provider's libraries may still be missing.
+#[allow(unsafe_code)]
+pub fn available_providers() -> Vec<String> {
+    if !ENVIRONMENT.get().is_some_and(|env| env.is_ok()) {
+        return Vec::new();
+    }
+    let api = ort::api();
+    let mut list: *mut *mut std::ffi::c_char = std::ptr::null_mut();
+    let mut count: std::ffi::c_int = 0;
+    // SAFETY: ONNX Runtime is loaded (the environment exists); GetAvailableProviders fills a list of
+    // `count` NUL-terminated strings that ReleaseAvailableProviders frees; the names are copied first.
+    // A non-null status is an error we do not inspect (it leaks one small status object).
+    unsafe {
+        if !(api.GetAvailableProviders)(&mut list, &mut count).0.is_null() || list.is_null() {
+            return Vec::new();
+        }
+        let names = (0..usize::try_from(count).unwrap_or(0))
+            .filter_map(|i| {
+                let name = *list.add(i);
+                (!name.is_null()).then(|| std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned())
+            })
+            .collect();
+        let _ = (api.ReleaseAvailableProviders)(list, count);
+        names
+    }
+}
+
 /// Loads ONNX Runtime (once; later calls return the same environment or the same error).
 pub fn environment() -> Result<Environment> {
     let LibrarySearch { chosen: path, tried } = library_search();

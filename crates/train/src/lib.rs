@@ -205,7 +205,7 @@ pub fn libtorch_check() -> Result<LibtorchReport> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "libtorch"))]
 mod version_tests {
     use super::*;
 
@@ -218,7 +218,7 @@ mod version_tests {
         assert_eq!(loaded, LIBTORCH_HEADERS, "show_config: {:?}", native::show_config());
         assert!(libtorch_version_mismatch(&loaded).is_none());
         let (oldest, newest) = LIBTORCH_RANGE;
-        let minor: Vec<u32> = loaded.split('.').take(2).map(|p| p.parse().unwrap()).collect();
+        let minor: Vec<u32> = loaded.split('.').take(2).map(|p| p.parse().expect("a number")).collect();
         assert!((oldest.0, oldest.1) <= (minor[0], minor[1]) && (minor[0], minor[1]) <= (newest.0, newest.1));
     }
 
@@ -231,7 +231,7 @@ mod version_tests {
             why.contains(LIBTORCH_HEADERS) && why.contains(other) && why.contains("2.5 to 2.13"),
             "{why}"
         );
-        let patch = format!("{}.99", LIBTORCH_HEADERS.rsplit_once('.').unwrap().0);
+        let patch = format!("{}.99", LIBTORCH_HEADERS.rsplit_once('.').expect("major.minor.patch").0);
         assert!(libtorch_version_mismatch(&patch).is_none(), "another patch release of the same minor loads");
     }
 }

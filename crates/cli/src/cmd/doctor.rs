@@ -74,8 +74,13 @@ fn check_onnxruntime(model: Option<PathBuf>) -> Check {
                 Check {
                     ok: true,
                     detail: format!(
-                        "ONNX Runtime {} from {from} — {detail}",
-                        version.as_deref().unwrap_or("(version unknown)")
+                        "ONNX Runtime {} from {from} (providers: {}) — {detail}",
+                        version.as_deref().unwrap_or("(version unknown)"),
+                        headroom_infer::runtime::available_providers()
+                            .iter()
+                            .map(|p| p.strip_suffix("ExecutionProvider").unwrap_or(p))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                     library,
                     version,
