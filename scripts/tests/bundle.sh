@@ -92,6 +92,9 @@ if [ -n "${ort_oldest:-}" ]; then
 fi
 # shellcheck disable=SC2016  # a literal $ORIGIN
 check 'bin/headroom has RUNPATH $ORIGIN/../lib' bash -c "readelf -d '$b/bin/headroom' | grep 'RUNPATH.*\$ORIGIN/\.\./lib'"
+# Lazy binding (crates/cli/build.rs): a libtorch of another minor version reaches headroom's own
+# refusal instead of the loader's "undefined symbol" before main.
+check 'bin/headroom binds lazily (no BIND_NOW, no NOW flag)' bash -c "! readelf -d '$b/bin/headroom' | grep -E 'BIND_NOW|FLAGS.* NOW'"
 
 check "env -i bin/headroom --version" hr "$b/bin/headroom" --version
 t0=$(date +%s.%N)
