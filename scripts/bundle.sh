@@ -16,7 +16,7 @@
 #
 # Usage: scripts/bundle.sh [--profile release|dev] [--out DIR] [--target x86_64|aarch64]
 #        scripts/bundle.sh --target native --libtorch DIR --onnxruntime FILE [--features LIST] [--label NAME] ...
-#   --profile  release (default; its first build compiles tch's C++ wrapper again, ~7 min on 2
+#   --profile  release (default; its first build compiles tch's C++ wrapper again, ~1 min on 2
 #              cores) or dev (reuses the debug build of scripts/test.sh)
 #   --out      where the tarball goes (default: dist/); the unpacked folder is left beside it
 #   --target   x86_64 (default) or aarch64: cross-built by `scripts/cross-build.sh native` against

@@ -4,7 +4,7 @@
 # then every test again against the oldest supported libraries (libtorch 2.5.1, ONNX Runtime 1.20.1),
 # and the install bundle with an empty environment (scripts/tests/bundle.sh). The field loop's kill
 # tests are Rust integration tests (crates/cli/tests/field.rs), part of cargo test.
-# Env: CARGO_TARGET_DIR (keep it between runs: the first libtorch build takes ~7 minutes).
+# Env: CARGO_TARGET_DIR (keep it between runs: a first build takes ~9 minutes per libtorch set).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
