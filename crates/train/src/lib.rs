@@ -87,13 +87,18 @@ pub fn libtorch_loaded_version() -> Option<String> {
 /// the headers tch was compiled against (libtorch's C++ ABI changes between minor versions). The
 /// text names both versions and what to install.
 pub fn libtorch_version_mismatch(loaded: &str) -> Option<String> {
+    libtorch_mismatch(LIBTORCH_HEADERS, loaded)
+}
+
+/// [`libtorch_version_mismatch`] for headers of version `compiled` (`unknown`: never a mismatch).
+pub fn libtorch_mismatch(compiled: &str, loaded: &str) -> Option<String> {
     let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
-    (LIBTORCH_HEADERS != "unknown" && minor(LIBTORCH_HEADERS) != minor(loaded)).then(|| {
+    (compiled != "unknown" && minor(compiled) != minor(loaded)).then(|| {
         format!(
-            "this headroom was built against libtorch {LIBTORCH_HEADERS} but loaded libtorch {loaded}: install \
+            "this headroom was built against libtorch {compiled} but loaded libtorch {loaded}: install \
              libtorch {}.x (LD_LIBRARY_PATH, or the bundle's lib/), or rebuild headroom against {loaded} \
              (LIBTORCH; it builds against {}.{} to {}.{})",
-            minor(LIBTORCH_HEADERS),
+            minor(compiled),
             LIBTORCH_RANGE.0.0,
             LIBTORCH_RANGE.0.1,
             LIBTORCH_RANGE.1.0,

@@ -117,21 +117,10 @@ pub(super) fn loaded_libtorch() -> (Option<PathBuf>, Option<String>) {
     (library, version)
 }
 
-/// Why a loaded libtorch does not fit the headers tch was compiled against (major.minor differ),
-/// if it does not.
-pub(super) fn libtorch_mismatch(compiled: &str, loaded: &str) -> Option<String> {
-    let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
-    (compiled != "unknown" && minor(compiled) != minor(loaded)).then(|| {
-        format!(
-            "headroom was built against libtorch {compiled} but loaded libtorch {loaded}: install libtorch \
-             {compiled} (LD_LIBRARY_PATH, or the bundle's lib/), or rebuild headroom against {loaded}"
-        )
-    })
-}
-
-/// [`libtorch_mismatch`] of the libtorch this process loaded, if it can tell its version.
+/// [`headroom_train::libtorch_mismatch`] (the message `train` refuses with) of the libtorch this
+/// process loaded, if it can tell its version.
 pub(super) fn libtorch_file_version_mismatch(compiled: &str) -> Option<String> {
-    libtorch_mismatch(compiled, &loaded_libtorch().1?)
+    headroom_train::libtorch_mismatch(compiled, &loaded_libtorch().1?)
 }
 
 fn check_libtorch() -> Check {
@@ -139,7 +128,7 @@ fn check_libtorch() -> Check {
         Ok(r) => {
             let (library, loaded) = loaded_libtorch();
             let from = library.as_deref().map(|p| format!(" from {}", p.display())).unwrap_or_default();
-            let mismatch = loaded.as_deref().and_then(|l| libtorch_mismatch(r.version, l));
+            let mismatch = loaded.as_deref().and_then(|l| headroom_train::libtorch_mismatch(r.version, l));
             Check {
                 ok: r.loss_after < r.loss_before && mismatch.is_none(),
                 detail: match mismatch {
@@ -184,6 +173,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use headroom_train::libtorch_mismatch;
 
     #[test]
     fn a_libtorch_tells_its_version_by_its_files() {
