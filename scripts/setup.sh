@@ -38,7 +38,7 @@ DEVICE_ORT_VERSION=1.30.0
 
 libs=${HEADROOM_LIBS:-newest}
 case "${1:-}" in
-  --libs) [ $# -ge 2 ] || fail "--libs needs newest or oldest"; libs=$2 ;;
+  --libs) [ $# -ge 2 ] || fail "--libs needs newest, oldest or device"; libs=$2 ;;
   --libs=*) libs=${1#--libs=} ;;
   "") ;;
   *) fail "unknown argument '$1' (usage: scripts/setup.sh [--libs newest|oldest|device])" ;;
