@@ -57,9 +57,6 @@ pub use tch;
 /// the `TORCH_VERSION_*` defines of its LIBTORCH); `unknown` without the `libtorch` feature.
 pub const LIBTORCH_HEADERS: &str = env!("HEADROOM_LIBTORCH_HEADERS");
 
-/// Whether the libtorch this binary was linked with is a CUDA build (has libtorch_cuda.so).
-pub const LIBTORCH_CUDA_BUILD: bool = matches!(env!("HEADROOM_LIBTORCH_CUDA_BUILD").as_bytes(), b"1");
-
 /// The libtorch versions (major, minor) this source tree builds against and CI tests: the oldest
 /// (JetPack 6's NVIDIA build, 2.5) and the newest (tch 0.26's, 2.13). Keep in step with
 /// vendor/torch-sys/build.rs.

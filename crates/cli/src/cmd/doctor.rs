@@ -76,11 +76,7 @@ fn check_onnxruntime(model: Option<PathBuf>) -> Check {
                     detail: format!(
                         "ONNX Runtime {} from {from} (providers: {}) — {detail}",
                         version.as_deref().unwrap_or("(version unknown)"),
-                        headroom_infer::runtime::available_providers()
-                            .iter()
-                            .map(|p| p.strip_suffix("ExecutionProvider").unwrap_or(p))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        super::version::providers()
                     ),
                     library,
                     version,

@@ -51,7 +51,7 @@ fn libtorch() -> String {
 /// The loaded ONNX Runtime's providers, short names (`TensorRT, CUDA, CPU`), with a note for the ones
 /// this binary was built without.
 #[cfg(feature = "onnxruntime")]
-fn providers() -> String {
+pub(super) fn providers() -> String {
     let names = headroom_infer::runtime::available_providers();
     if names.is_empty() {
         return "unknown".into();
