@@ -45,7 +45,7 @@ YOLO(sys.argv[1]).train(data=sys.argv[2], imgsz=int(sys.argv[4]), batch=2, epoch
 def headroom_run(args, work, name, extra):
     run = work / "runs" / f"{name}-{int(time.time())}"
     cmd = [args.headroom, "train", "--model", str(work / f"yolov8n-nc3-{args.imgsz}.onnx"), "--data",
-           str(work / "data" / "data.yaml"), "--train", "head", "--batch", "2", "--epochs", "3", "--threads",
+           str(work / "data" / "data.yaml"), "--batch", "2", "--epochs", "3", "--threads",
            str(args.threads), "--project", str(run.parent), "--name", run.name] + extra
     started = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -74,16 +74,20 @@ def main():
     p.add_argument("--imgsz", type=int, default=640)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--only", choices=["ultralytics", "headroom"])
+    p.add_argument("--run", action="append", metavar="NAME:ARGS",
+                   help="a headroom run, e.g. 'all-fast:--train all --allocator fast' (repeatable; default: "
+                        "head with --cache-features, --trunk ort and --trunk torch)")
     args = p.parse_args()
+    runs = [(r.split(":", 1)[0], r.split(":", 1)[1].split()) for r in args.run or []] or [
+        ("cache", ["--train", "head", "--cache-features"]), ("ort", ["--train", "head", "--trunk", "ort"]),
+        ("torch", ["--train", "head", "--trunk", "torch"])]
     work = Path(args.work)
     if not (work / f"yolov8n-nc3-{args.imgsz}.onnx").exists():
         subprocess.run([sys.executable, str(Path(__file__).parent / "train_memory.py"), "--headroom", args.headroom,
                         "--work", str(work), "--imgsz", str(args.imgsz), "--only", "headroom"], check=True)
     report = {"imgsz": args.imgsz, "threads": args.threads, "load_before": [round(x, 2) for x in os.getloadavg()]}
     if args.only in (None, "headroom"):
-        report["headroom"] = [headroom_run(args, work, n, e) for n, e in
-                              [("cache", ["--cache-features"]), ("ort", ["--trunk", "ort"]),
-                               ("torch", ["--trunk", "torch"])]]
+        report["headroom"] = [headroom_run(args, work, n, e) for n, e in runs]
     if args.only in (None, "ultralytics"):
         cmd = [sys.executable, "-c", ULTRALYTICS_TRAIN, str(work / "yolov8n-nc3.yaml"), str(work / "data" / "data.yaml"),
                str(args.threads), str(args.imgsz), str(work / "runs")]

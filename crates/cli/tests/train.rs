@@ -155,6 +155,10 @@ mod with_libraries {
                 "turn them off or drop --cache-features",
             ),
             ([args(&data, &project, "k"), vec!["--hsv", "0.1,2"]].concat(), "expected three numbers"),
+            (
+                [args(&data, &project, "k2"), vec!["--ignore-band", "0.5,0.1"]].concat(),
+                "expected LOW,HIGH with 0 <= LOW < HIGH <= 1",
+            ),
             (args(&data, &data, "l"), "creating"),
             ([args(&data, &project, "b"), vec!["--train", "99"]].concat(), "cannot train with `freeze=99`"),
             ([args(&data, &project, "b2"), vec!["--freeze", "99"]].concat(), "cannot train with `freeze=99`"),

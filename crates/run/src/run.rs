@@ -15,7 +15,7 @@ use headroom_core::metrics::Metrics;
 use headroom_onnx::Model;
 use headroom_train::Student;
 use headroom_train::loss::LossConfig;
-use headroom_train::memory_guard::{LadderStepDown, MemoryCap};
+use headroom_train::memory_guard::{Allocator, LadderStepDown, MemoryCap, set_allocator};
 use headroom_train::state::{EpochStats, PHASES};
 use headroom_train::trainer::Trainer;
 
@@ -32,6 +32,9 @@ pub struct RunOptions {
     pub threads: usize,
     /// Set by a Ctrl-C handler: the run stops at its next optimiser step, resumable.
     pub stop: Option<Arc<AtomicBool>>,
+    /// How the C allocator returns freed memory (set before the run allocates anything; a
+    /// process setting, not saved with the run).
+    pub allocator: Allocator,
 }
 
 /// How a run ended without an error.
@@ -222,6 +225,12 @@ fn execute(
 ) -> Result<RunEnd> {
     if options.threads > 0 {
         headroom_train::tch::set_num_threads(options.threads as i32);
+    }
+    if !set_allocator(options.allocator) {
+        tracing::warn!(
+            "--allocator {:?}: this C library has no such setting; its defaults stay",
+            options.allocator
+        );
     }
     let (device_text, preset) =
         device::resolve_saved(&spec.device, spec.device_preset.as_ref(), device::cuda_available(), true)?;

@@ -56,6 +56,11 @@ pub struct TrainConfig {
     /// ([`crate::loss::DenseTargets`]; used when the run has a teacher).
     #[serde(default = "default_dense_kd")]
     pub dense_kd: f64,
+    /// The ignore band `[low, high]` ([`crate::loss::Ignore`]): pseudo-labels whose teacher
+    /// confidence lies in `[low, high)` (and, with a dense teacher, anchors it scores so) count
+    /// neither as objects nor as background; below `low` they are dropped. `None`: off.
+    #[serde(default)]
+    pub ignore_band: Option<[f64; 2]>,
     /// Strength of a pull toward the starting weights (L2-SP: `anchor/2 · Σ (w − w₀)²` added to
     /// the loss of each step, on weights and biases), against forgetting; 0: off.
     #[serde(default)]
@@ -96,6 +101,7 @@ impl Default for TrainConfig {
             augment: crate::augment::AugmentConfig::default(),
             kd: 0.0,
             dense_kd: default_dense_kd(),
+            ignore_band: None,
             anchor: 0.0,
             checkpoint: true,
             amp: false,
@@ -162,6 +168,11 @@ impl TrainConfig {
         real("flip", self.flip, (0.0..=1.0).contains(&self.flip), "[0, 1]")?;
         real("kd", self.kd, (0.0..=100.0).contains(&self.kd), "[0, 100]")?;
         real("dense_kd", self.dense_kd, (0.0..=100.0).contains(&self.dense_kd), "[0, 100]")?;
+        if let Some([low, high]) = self.ignore_band
+            && !(low.is_finite() && high.is_finite() && 0.0 <= low && low < high && high <= 1.0)
+        {
+            return bad("ignore_band", format!("{low},{high}"), "0 <= low < high <= 1");
+        }
         real("anchor", self.anchor, (0.0..=1e6).contains(&self.anchor), "[0, 1e6]")?;
         let a = &self.augment;
         for (key, v) in [("augment.hsv_h", a.hsv_h), ("augment.hsv_s", a.hsv_s), ("augment.hsv_v", a.hsv_v)] {

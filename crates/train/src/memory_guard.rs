@@ -88,8 +88,8 @@ impl OutOfMemory for LadderStepDown {
 /// A pass exceeds it when its peak is above the cap **and** the process grew during the pass, as an
 /// allocation would fail only when the process needs more from the system: memory the allocator
 /// kept from an earlier, larger pass is reused, not counted again. (glibc keeps freed blocks
-/// resident below its mmap threshold; `MALLOC_MMAP_THRESHOLD_=65536` makes the resident set follow
-/// what is in use.)
+/// resident below its mmap threshold; [`Allocator::Compact`] makes the resident set follow what is
+/// in use.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryCap {
     /// Bytes a pass may take above `base`.
@@ -127,6 +127,48 @@ impl MemoryCap {
         let peak = status_bytes("VmHWM:")?;
         let used = peak.saturating_sub(self.base);
         (used > self.bytes && peak > before + GROWTH_NOISE).then_some(used)
+    }
+}
+
+/// How the process's C allocator (glibc's malloc, which libtorch's CPU tensors come from) returns
+/// freed memory: `--allocator` of `headroom train` (docs/TRAIN.md "Memory").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Allocator {
+    /// glibc's defaults: blocks below the mmap threshold are kept for reuse, and the threshold
+    /// rises to the largest block freed (up to 32 MiB on 64-bit), so after the first steps most
+    /// tensors come from the heap, whose free gaps stay resident. Fastest; the resident set grows
+    /// above what is in use (measured: 600–670 MB for 400 MB in use, `--train all` at 640).
+    Fast,
+    #[default]
+    /// A fixed mmap threshold of [`COMPACT_MMAP_THRESHOLD`]: every tensor above it is mapped on
+    /// allocation and unmapped on free, so the resident set follows what is in use. Costs the
+    /// page faults of fresh pages (a step at 640 on the CPU takes ~2× as long).
+    Compact,
+}
+
+/// The fixed mmap threshold of [`Allocator::Compact`]: glibc's own starting value, 128 KiB.
+pub const COMPACT_MMAP_THRESHOLD: i32 = 128 * 1024;
+
+/// Sets the process's allocator behaviour (glibc, with libtorch; elsewhere a no-op that returns
+/// false for [`Allocator::Compact`]). Call it
+/// before the run allocates its tensors: blocks already on the heap stay there. Returns whether
+/// the allocator took the setting.
+pub fn set_allocator(allocator: Allocator) -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu", feature = "libtorch"))]
+    {
+        if allocator == Allocator::Compact {
+            // mallopt only sets a tunable of the process's allocator; a fixed threshold also turns
+            // off glibc's dynamic raising of it.
+            #[allow(unsafe_code)]
+            let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, COMPACT_MMAP_THRESHOLD) };
+            return ok == 1;
+        }
+        true
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu", feature = "libtorch")))]
+    {
+        allocator == Allocator::Fast
     }
 }
 

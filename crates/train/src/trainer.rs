@@ -20,7 +20,7 @@ use crate::cache::FeatureCache;
 use crate::config::{OptimizerKind, TrainConfig};
 use crate::data::{SoftTargets, augmented_batch, targets_for};
 use crate::ema::Ema;
-use crate::loss::{DenseTargets, Distill, LossConfig, detection_loss_with};
+use crate::loss::{DenseTargets, Distill, Extras, Ignore, LossConfig, detection_loss_extras, split_band};
 use crate::memory_guard::{MemoryCap, OutOfMemory, StepDown, is_out_of_memory};
 use crate::optim::{AdamW, Sgd, clip_grad_norm};
 use crate::schedule::{self, shuffled};
@@ -434,6 +434,11 @@ impl<'a> Trainer<'a> {
             cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((epoch as u64 + 1) << 32) ^ pass as u64,
         );
         let (cut, targets, soft, teacher) = self.inputs(batch_records, all, &mut rng)?;
+        let (targets, soft, uncertain) = match cfg.ignore_band {
+            Some([low, high]) => split_band(targets, soft, (low, high)),
+            None => (targets, soft, Vec::new()),
+        };
+        let ignore = cfg.ignore_band.map(|[low, high]| Ignore { boxes: &uncertain, band: (low, high) });
         let head_started = std::time::Instant::now();
         let loss_seconds = std::cell::Cell::new(0.0);
         let scale = amp::loss_scale(&self.progress, self.amp_active());
@@ -444,8 +449,8 @@ impl<'a> Trainer<'a> {
         let loss_fn = |outputs: &[Tensor]| {
             let started = std::time::Instant::now();
             let (boxes, scores) = head_tensors(outputs)?;
-            let out =
-                detection_loss_with(&self.loss, &boxes, &scores, &self.grids, &targets, distill, dense)?;
+            let extras = Extras { distill, dense, ignore };
+            let out = detection_loss_extras(&self.loss, &boxes, &scores, &self.grids, &targets, extras)?;
             components = [out.components[0], out.components[1], out.components[2], out.kd];
             loss_seconds.set(started.elapsed().as_secs_f64());
             Ok(if scale == 1.0 { out.total } else { out.total * scale })

@@ -212,7 +212,11 @@ pub fn budget(
         ),
         None => (
             board.budget_bytes(),
-            format!("preset: {} GiB less its reserve of {} GiB", board.memory_gib, board.reserve_gib),
+            format!(
+                "preset: {} GiB less its reserve of {} GiB",
+                short_gib(board.memory_gib),
+                short_gib(board.reserve_gib)
+            ),
         ),
         Some("auto") => {
             let (bytes, source) = if ram {
@@ -410,4 +414,10 @@ fn table(model: &Path, (device, runs_on): (&DevicePreset, Resolved), budget: &Bu
         }
     }
     s
+}
+
+/// A preset's GiB as written (8, 7.4), or with two decimals when it was measured (23.54, not
+/// 23.540164947509766).
+fn short_gib(gib: f64) -> String {
+    if (gib * 100.0).round() == gib * 100.0 { gib.to_string() } else { format!("{gib:.2}") }
 }

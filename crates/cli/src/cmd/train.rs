@@ -91,6 +91,13 @@ pub struct Args {
     #[arg(long, default_value_t = 1.0, value_name = "WEIGHT", requires = "teacher")]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub dense_kd: f64,
+    /// The ignore band: pseudo-labels whose teacher confidence lies in [LOW, HIGH) count neither
+    /// as objects nor as background (the class term skips the anchors they cover), those below LOW
+    /// are dropped; with --teacher also the anchors the teacher scores in that band. Human labels
+    /// and replayed images are never affected. Label with `--conf LOW` to keep the low ones
+    /// (docs/TRAIN.md).
+    #[arg(long, value_name = "LOW,HIGH", value_parser = ignore_band)]
+    pub ignore_band: Option<[f64; 2]>,
     /// Pull toward the starting weights against forgetting (L2-SP: adds anchor·(w − w₀) to each
     /// step's gradient; 0: off). --replay is the measured remedy (docs/TRAIN.md).
     #[arg(long, default_value_t = 0.0)]
@@ -154,6 +161,12 @@ pub struct Args {
     /// Passes before --memory-cap is checked (to hit it mid-epoch in tests).
     #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0, hide = true)]
     pub memory_cap_after: u64,
+    /// How freed memory is returned (a process setting, not saved with the run): compact (every
+    /// tensor above 128 KiB mapped and unmapped, so the resident set follows what is in use: 396
+    /// instead of 600-670 MB for --train all at 640, batch 2) or fast (glibc's defaults, which
+    /// keep freed blocks; CPU steps ~2x faster at 640). docs/TRAIN.md "Memory".
+    #[arg(long, value_enum, default_value_t = AllocatorArg::Compact)]
+    pub allocator: AllocatorArg,
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
     /// torch (headroom's libtorch executor).
     #[arg(long, value_enum, default_value_t = TrunkArg::Ort)]
@@ -280,6 +293,15 @@ pub enum PlanMode {
     Auto,
 }
 
+/// `--allocator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AllocatorArg {
+    /// Freed tensors go back to the system: the resident set follows what is in use.
+    Compact,
+    /// glibc's defaults: freed memory is kept for reuse; faster on the CPU, more resident memory.
+    Fast,
+}
+
 /// `--trunk`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TrunkArg {
@@ -308,6 +330,19 @@ pub(super) fn hsv_gains(text: &str) -> anyhow::Result<[f32; 3]> {
     Ok(gains)
 }
 
+/// `--ignore-band LOW,HIGH`: two numbers, 0 ≤ LOW < HIGH ≤ 1.
+fn ignore_band(text: &str) -> Result<[f64; 2], String> {
+    let wrong = || format!("{text}: expected LOW,HIGH with 0 <= LOW < HIGH <= 1 (e.g. 0.1,0.5)");
+    let parts: Vec<f64> =
+        text.split(',').map(|p| p.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| wrong())?;
+    let [low, high]: [f64; 2] = parts.try_into().map_err(|_| wrong())?;
+    if low.is_finite() && high.is_finite() && 0.0 <= low && low < high && high <= 1.0 {
+        Ok([low, high])
+    } else {
+        Err(wrong())
+    }
+}
+
 /// The run folder that `--resume` names: RUN_DIR, or PROJECT/NAME.
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 fn resume_dir(args: &Args) -> anyhow::Result<Option<PathBuf>> {
@@ -333,7 +368,11 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
     use headroom_run::spec::RunSpec;
 
     let interrupt = super::interrupt::Interrupt::install()?;
-    let options = RunOptions { threads: args.threads, stop: Some(interrupt.flag()) };
+    let allocator = match args.allocator {
+        AllocatorArg::Compact => headroom_train::memory_guard::Allocator::Compact,
+        AllocatorArg::Fast => headroom_train::memory_guard::Allocator::Fast,
+    };
+    let options = RunOptions { threads: args.threads, stop: Some(interrupt.flag()), allocator };
     let mut observer = super::train_progress::TerminalObserver::default();
     let end = match resume_dir(args)? {
         Some(dir) => {

@@ -186,6 +186,9 @@ fn apply_setting_flags(
     if set("dense_kd") {
         s.dense_kd = args.dense_kd;
     }
+    if set("ignore_band") {
+        s.ignore_band = args.ignore_band;
+    }
     if set("anchor") {
         s.anchor = args.anchor;
     }

@@ -77,6 +77,55 @@ pub struct Distill<'a> {
     pub soft: &'a [Option<Vec<f32>>],
 }
 
+/// The ignore band (`--ignore-band LOW,HIGH`): what the teacher was unsure of counts neither as an
+/// object nor as background. The class term skips every anchor that is not assigned to an object
+/// and either lies inside one of `boxes` (pseudo-labels kept with a confidence in the band, taken
+/// out of the targets by [`split_band`]) or, with a dense teacher, is an anchor whose teacher's
+/// highest class probability lies in `[low, high)`. Boxes and DFL terms are unchanged (they only
+/// see assigned anchors).
+#[derive(Debug, Clone, Copy)]
+pub struct Ignore<'a> {
+    /// The uncertain boxes (`class` unused).
+    pub boxes: &'a [Target],
+    /// The band's ends, `0 ≤ low < high ≤ 1`.
+    pub band: (f64, f64),
+}
+
+/// What the loss adds to the detection terms.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    /// Distillation on the pseudo-labels' soft scores (`--kd`).
+    pub distill: Option<Distill<'a>>,
+    /// Dense distillation on a teacher's outputs for the same batch (`--teacher`).
+    pub dense: Option<DenseTargets<'a>>,
+    /// The ignore band (`--ignore-band`).
+    pub ignore: Option<Ignore<'a>>,
+}
+
+/// Splits pseudo-labels by the teacher's confidence (the highest of an object's soft scores) for
+/// the ignore band `(low, high)`: objects at or above `high`, and those without soft scores (human
+/// labels, replayed images), stay targets (with their soft scores); those in `[low, high)` become
+/// ignore boxes; those below `low` are dropped.
+pub fn split_band(
+    targets: Vec<Target>,
+    soft: Vec<Option<Vec<f32>>>,
+    (low, high): (f64, f64),
+) -> (Vec<Target>, Vec<Option<Vec<f32>>>, Vec<Target>) {
+    let (mut kept, mut kept_soft, mut ignored) = (Vec::new(), Vec::new(), Vec::new());
+    for (t, q) in targets.into_iter().zip(soft) {
+        let confidence = q.as_ref().map(|q| f64::from(q.iter().copied().fold(0f32, f32::max)));
+        match confidence {
+            Some(c) if c < low => {}
+            Some(c) if c < high => ignored.push(t),
+            _ => {
+                kept.push(t);
+                kept_soft.push(q);
+            }
+        }
+    }
+    (kept, kept_soft, ignored)
+}
+
 /// The loss of one batch.
 #[derive(Debug)]
 pub struct LossOutput {
@@ -115,6 +164,19 @@ pub fn detection_loss_with(
     distill: Option<Distill<'_>>,
     dense: Option<DenseTargets<'_>>,
 ) -> Result<LossOutput> {
+    detection_loss_extras(config, boxes, scores, grids, targets, Extras { distill, dense, ignore: None })
+}
+
+/// [`detection_loss`] plus the terms and the ignore band of `extras`.
+pub fn detection_loss_extras(
+    config: &LossConfig,
+    boxes: &Tensor,
+    scores: &Tensor,
+    grids: &[(i64, i64)],
+    targets: &[Target],
+    extras: Extras<'_>,
+) -> Result<LossOutput> {
+    let Extras { distill, dense, ignore } = extras;
     let batch = check_shapes(config, boxes, scores, grids)?;
     if let Some(d) = &distill
         && (d.soft.len() != targets.len() || d.soft.iter().flatten().any(|q| q.len() != config.nc as usize))
@@ -155,10 +217,26 @@ pub fn detection_loss_with(
         )
     });
     let target_scores_sum = assigned.scores.sum(Kind::Float).clamp_min(1.0);
-    let cls = pred_scores
-        .binary_cross_entropy_with_logits::<Tensor>(&assigned.scores, None, None, Reduction::None)
-        .sum(Kind::Float)
-        / &target_scores_sum;
+    let cls =
+        pred_scores.binary_cross_entropy_with_logits::<Tensor>(&assigned.scores, None, None, Reduction::None);
+    let cls = match ignore {
+        Some(ignore) => {
+            let skipped = tch::no_grad(|| {
+                ignored_anchors(
+                    &ignore,
+                    dense.as_ref(),
+                    batch,
+                    (image_w, image_h),
+                    &anchor_points,
+                    &stride_tensor,
+                )
+            })? * assigned.foreground.logical_not().to_kind(Kind::Float);
+            let keep: Tensor = 1.0 - skipped;
+            cls * keep.unsqueeze(-1)
+        }
+        None => cls,
+    };
+    let cls = cls.sum(Kind::Float) / &target_scores_sum;
     let (box_term, dfl_term) = box_losses(
         config.reg_max,
         &pred_distri,
@@ -190,6 +268,42 @@ pub fn detection_loss_with(
     let total = total * batch as f64;
     let foreground = assigned.foreground.sum(Kind::Int64).int64_value(&[]);
     Ok(LossOutput { total, components, foreground, kd })
+}
+
+/// `[B, A]`, 1 at the anchors the band covers: centres inside an uncertain box of their image, or,
+/// with a dense teacher, the teacher's highest class probability in `[low, high)`.
+fn ignored_anchors(
+    ignore: &Ignore<'_>,
+    dense: Option<&DenseTargets<'_>>,
+    batch: i64,
+    (image_w, image_h): (f32, f32),
+    anchor_points: &Tensor,
+    stride: &Tensor,
+) -> Result<Tensor> {
+    // 0/1 floats, joined by `maximum` (the ops the vendored wrapper compiles, vendor/torch-sys).
+    let device = anchor_points.device();
+    let anchors = anchor_points.size()[0];
+    let mut covered = Tensor::zeros([batch, anchors], (Kind::Float, device));
+    if !ignore.boxes.is_empty() {
+        let (_, boxes) = pad_targets(ignore.boxes, batch, image_w, image_h, device); // [B, m, 4] xyxy px
+        let centres = (anchor_points * stride).view([1, 1, anchors, 2]);
+        let (x, y) = (centres.select(3, 0), centres.select(3, 1)); // [1, 1, A]
+        let side = |i: i64| boxes.select(2, i).unsqueeze(-1); // [B, m, 1]
+        let inside = x
+            .gt_tensor(&side(0))
+            .logical_and(&x.lt_tensor(&side(2)))
+            .logical_and(&y.gt_tensor(&side(1)))
+            .logical_and(&y.lt_tensor(&side(3)))
+            .to_kind(Kind::Float); // [B, m, A]; padding rows are empty boxes
+        covered = covered.maximum(&inside.amax([1].as_slice(), false));
+    }
+    if let Some(teacher) = dense {
+        let (low, high) = ignore.band;
+        let best = teacher.scores.f_sigmoid()?.f_amax([1].as_slice(), false)?; // [B, A]
+        let in_band = best.lt(low).logical_not().logical_and(&best.lt(high)).to_kind(Kind::Float);
+        covered = covered.maximum(&in_band);
+    }
+    Ok(covered)
 }
 
 /// The binary KL divergence between the teachers' soft vectors of the assigned objects and the
