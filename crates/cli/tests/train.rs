@@ -291,6 +291,24 @@ mod with_libraries {
         assert!(kd > 0.0 && kd.is_finite(), "dense term {kd}");
         let config = std::fs::read_to_string(project.join("dense/config.toml")).expect("config.toml");
         assert!(config.contains("teacher-shapes-160.onnx") && config.contains("dense_kd = 1.0"), "{config}");
+        // With --trunk torch the teacher runs on libtorch too: the same term (the executor matches
+        // ONNX Runtime to ~1e-6).
+        let mut torch = epochs(args(&data, &project, "dense-torch"), "1");
+        torch.extend(["--teacher", s(&teacher), "--mosaic", "1", "--trunk", "torch"]);
+        let run = headroom(&torch);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let kd_torch: f64 = rows(&project.join("dense-torch"))[0][4].parse().expect("kd_loss");
+        assert!((kd_torch - kd).abs() <= 1e-3 * kd, "ort {kd} torch {kd_torch}");
+        // The ignore band is a saved setting and changes the class term only.
+        let mut band = epochs(args(&data, &project, "band"), "1");
+        band.extend(["--teacher", s(&teacher), "--mosaic", "1", "--ignore-band", "0.05,0.9"]);
+        let run = headroom(&band);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let config = std::fs::read_to_string(project.join("band/config.toml")).expect("config.toml");
+        let flat: String = config.split_whitespace().collect();
+        assert!(flat.contains("ignore_band=[0.05,0.9,]"), "{config}");
+        let (plain, banded) = (&rows(&project.join("dense"))[0], &rows(&project.join("band"))[0]);
+        assert_ne!(plain[2], banded[2], "the class loss changes with the band: {plain:?} {banded:?}");
 
         let fixture = |name: &str| crate::common::repo_root().join("tests/fixtures/onnx").join(name);
         let (numbered, garbage) = (fixture("yolov8n-w00625-nc3-640.onnx"), dir.path().join("garbage.onnx"));

@@ -22,7 +22,7 @@ use headroom_train::trainer::Trainer;
 use crate::folder::{self, RESULTS_FILE};
 use crate::inputs::Inputs;
 use crate::observer::{EpochReport, Observer};
-use crate::spec::{RunSpec, SPEC_FILE};
+use crate::spec::{RunSpec, SPEC_FILE, TrunkKind};
 use crate::{Error, Result, device, planner, teacher, trunk};
 
 /// How a run is carried out (what does not shape its result).
@@ -252,7 +252,10 @@ fn execute(
     let mut trainer = Trainer::new(&student, spec.settings.clone(), loss_for(&inspection))?;
     spec.memory_cap_bytes()?;
     let teacher = match &spec.teacher {
-        Some(path) => Some(teacher::open(path, &inspection, spec.settings.imgsz, options.threads)?),
+        Some(path) => {
+            let torch = (spec.trunk == TrunkKind::Torch).then_some(device);
+            Some(teacher::open(path, &inspection, spec.settings.imgsz, options.threads, torch)?)
+        }
         None => None,
     };
 
