@@ -253,7 +253,10 @@ fn execute(
     spec.memory_cap_bytes()?;
     let teacher = match &spec.teacher {
         Some(path) => {
-            let torch = (spec.trunk == TrunkKind::Torch).then_some(device);
+            // The teacher runs where the frozen trunk runs; with nothing frozen (`all`, `affine`)
+            // on libtorch, so that ONNX Runtime is not resident while training.
+            let on_torch = spec.trunk == TrunkKind::Torch || student.partition().trunk.is_empty();
+            let torch = on_torch.then_some(device);
             Some(teacher::open(path, &inspection, spec.settings.imgsz, options.threads, torch)?)
         }
         None => None,
