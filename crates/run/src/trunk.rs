@@ -29,12 +29,13 @@ pub fn trunk_for<'a>(
     threads: usize,
     observer: &mut dyn Observer,
 ) -> Result<Trunk<'a>> {
+    // Nothing frozen (`all`, `affine`): no trunk to run, and no ONNX Runtime session held for it.
     let mut ort = match spec.trunk {
-        TrunkKind::Ort => {
+        TrunkKind::Ort if !student.partition().trunk.is_empty() => {
             let options = SessionOptions { intra_threads: threads, spinning: false, ..Default::default() };
             Some(OrtTrunk::open(model, &student.partition().cut, &options)?)
         }
-        TrunkKind::Torch => None,
+        TrunkKind::Ort | TrunkKind::Torch => None,
     };
     if spec.cache_features {
         let key = CacheKey::new(
