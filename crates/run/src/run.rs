@@ -185,6 +185,9 @@ fn configure(
     // Out of memory: one rung down, back to the last checkpoint (docs/PLAN.md).
     trainer.set_out_of_memory(Box::new(LadderStepDown { gpu }));
     if let Some(bytes) = spec.memory_cap_bytes()? {
+        // Validation loads ONNX Runtime at the first epoch's end (and a run that freezes nothing
+        // has not loaded it yet): its library belongs to the start, not to the passes after it.
+        let _ = headroom_infer::runtime::environment();
         let cap = MemoryCap::new(bytes, spec.memory_cap_after).ok_or_else(|| Error::Spec {
             key: "--memory-cap".into(),
             reason: "needs /proc/self/status (Linux)".into(),

@@ -157,7 +157,11 @@ pub const COMPACT_MMAP_THRESHOLD: i32 = 128 * 1024;
 pub fn set_allocator(allocator: Allocator) -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu", feature = "libtorch"))]
     {
-        if allocator == Allocator::Compact {
+        // A threshold the user set for glibc (`MALLOC_MMAP_THRESHOLD_`, or `mmap_threshold` in
+        // `GLIBC_TUNABLES`) is already fixed, and theirs to choose: left as it is.
+        let user_set = std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
+            || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mmap_threshold"));
+        if allocator == Allocator::Compact && !user_set {
             // mallopt only sets a tunable of the process's allocator; a fixed threshold also turns
             // off glibc's dynamic raising of it.
             #[allow(unsafe_code)]
