@@ -188,3 +188,47 @@ fn board_auto_picks_the_preset_from_the_board_model_and_memory() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.code() == Some(2) && stderr.contains("give --board NAME"), "{stderr}");
 }
+
+#[test]
+fn the_ladder_starts_from_train_defaults_and_counts_a_teacher() {
+    let demo = demo_model();
+    let teacher = repo_root().join("models/demo/teacher-shapes-160.onnx");
+    let plan = |extra: &[&str]| -> serde_json::Value {
+        let mut args =
+            vec!["plan", "--model", s(&demo), "--board", "orin-nano-4", "--budget", "1MiB", "--json"];
+        args.extend_from_slice(extra);
+        let run = headroom(&args);
+        // Nothing fits 1 MiB: every rung is listed, and the exit status says so.
+        assert_eq!(run.status.code(), Some(1), "{extra:?}: {}", String::from_utf8_lossy(&run.stderr));
+        serde_json::from_slice(&run.stdout).expect("json")
+    };
+    let rungs = |json: &serde_json::Value| -> Vec<String> {
+        let candidates = json["plan"]["candidates"].as_array().expect("candidates");
+        candidates.iter().map(|c| c["rung"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    let peak =
+        |json: &serde_json::Value| json["plan"]["candidates"][0]["estimate"]["peak"].as_u64().expect("peak");
+    // headroom train's defaults: everything trains, with augmentation (so no cache rung).
+    let defaults = plan(&[]);
+    let first = &defaults["plan"]["candidates"][0]["estimate"]["setup"];
+    assert_eq!(first["trainable"], serde_json::json!({ "Freeze": 0 }), "{first}");
+    let names = rungs(&defaults);
+    assert!(names.contains(&"train head".to_string()) && !names.contains(&"cache".to_string()), "{names:?}");
+    assert!(rungs(&plan(&["--no-augment"])).contains(&"cache".to_string()));
+    // The teacher: its weights (once on libtorch: nothing is frozen) and outputs on top.
+    let taught = plan(&["--teacher", s(&teacher)]);
+    assert!(!rungs(&taught).contains(&"cache".to_string()));
+    let c = &taught["plan"]["candidates"][0]["estimate"]["components"];
+    assert!(c["teacher"].as_u64().expect("teacher") > 11 << 20, "{c}");
+    assert!(peak(&taught) > peak(&defaults) + (11 << 20), "{} vs {}", peak(&taught), peak(&defaults));
+    // A teacher that is not a model is named.
+    let dir = tempfile::tempdir().expect("tmp");
+    let junk = dir.path().join("t.onnx");
+    std::fs::write(&junk, b"no model").expect("write");
+    let run = headroom(&["plan", "--model", s(&demo), "--board", "orin-nano-4", "--teacher", s(&junk)]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.code() == Some(2) && stderr.contains("--teacher") && stderr.contains("t.onnx"),
+        "{stderr}"
+    );
+}

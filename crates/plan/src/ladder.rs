@@ -128,7 +128,9 @@ pub fn plan(planner: &mut Planner<'_>, start: &Setup, budget: u64, gpu: bool) ->
         s.trainable = t;
         push(format!("train {t}"), &s, planner)?;
     }
-    if !s.cache_features {
+    // The cache stores the trunk's outputs of fixed inputs: not for augmented pixels, nor for a
+    // teacher that runs on each batch.
+    if !s.cache_features && !s.augment && s.teacher.is_none() {
         s.cache_features = true;
         push("cache".into(), &s, planner)?;
     }

@@ -24,7 +24,7 @@ pub use devices::{
     parse_devices, read_board,
 };
 pub use ladder::{Candidate, Plan, plan, step_down};
-pub use memory::{Components, Estimate, Optimizer, Planner, Setup, TrunkRuntime};
+pub use memory::{Components, Estimate, Optimizer, Planner, Setup, TeacherCost, TrunkRuntime};
 pub use size::{format_size, parse_size};
 
 /// Errors of `headroom-plan`.

@@ -68,6 +68,25 @@ pub struct Setup {
     pub objects: usize,
     /// Training images (the feature cache's size).
     pub images: usize,
+    /// Augmentation that changes the trunk's input pixels (mosaic, scale, translate, HSV): the
+    /// feature cache cannot serve it, so the fit ladder skips that rung.
+    pub augment: bool,
+    /// A dense-distillation teacher running in the process on every batch (`--teacher`).
+    pub teacher: Option<TeacherCost>,
+}
+
+/// What a dense-distillation teacher adds to a training process, per [`Planner::teacher_cost`]: its
+/// weights for the whole run, its forward under no-grad on each batch (a phase of its own, before
+/// the student's), and its head outputs, which the loss holds through the student's passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TeacherCost {
+    /// Bytes of the teacher's weights: one copy, in libtorch (the decoded model is dropped once the
+    /// executor holds its tensors) or in ONNX Runtime's session alike (measured: docs/PLAN.md).
+    pub weights: u64,
+    /// Its live tensors at the worst node of one image's forward, input included.
+    pub forward: u64,
+    /// Its head outputs for one image (box distributions and class logits).
+    pub outputs: u64,
 }
 
 impl Default for Setup {
@@ -84,6 +103,8 @@ impl Default for Setup {
             cache_features: false,
             objects: 16,
             images: 0,
+            augment: false,
+            teacher: None,
         }
     }
 }
@@ -124,6 +145,12 @@ pub struct Components {
     /// Evaluation phase (the end of each epoch): the written-back model's bytes and ONNX Runtime's
     /// session of it (two more copies of the weights) and its live tensors at batch 1.
     pub eval: u64,
+    /// A dense-distillation teacher's weights (state, the whole run).
+    pub teacher: u64,
+    /// Teacher phase: the input batch and the teacher's live tensors under no-grad.
+    pub teacher_pass: u64,
+    /// The teacher's head outputs, held through the trunk and head phases.
+    pub teacher_outputs: u64,
 }
 
 impl Components {
@@ -136,28 +163,36 @@ impl Components {
             + self.averages
             + self.warmup
             + self.cache
+            + self.teacher
     }
 
-    /// The trunk phase.
+    /// The trunk phase (with the teacher's outputs the loss will read).
     pub fn trunk_phase(&self) -> u64 {
-        self.input + self.trunk
+        self.input + self.trunk + self.teacher_outputs
     }
 
-    /// The head phase.
+    /// The head phase (with the teacher's outputs the loss reads).
     pub fn head_phase(&self) -> u64 {
-        self.cut + self.activations + self.backward.max(self.loss)
+        self.cut + self.activations + self.backward.max(self.loss) + self.teacher_outputs
+    }
+
+    /// The larger of the training passes' phases: trunk, head, teacher.
+    fn pass_phase(&self) -> u64 {
+        self.trunk_phase().max(self.head_phase()).max(self.teacher_pass)
     }
 
     /// The estimated peak.
     pub fn peak(&self) -> u64 {
-        self.state() + self.trunk_phase().max(self.head_phase()).max(self.eval)
+        self.state() + self.pass_phase().max(self.eval)
     }
 
-    /// Which phase sets the peak: `trunk`, `head` or `eval`.
+    /// Which phase sets the peak: `trunk`, `head`, `teacher` or `eval`.
     pub fn peak_phase(&self) -> &'static str {
         let (trunk, head) = (self.trunk_phase(), self.head_phase());
-        if self.eval > trunk.max(head) {
+        if self.eval > self.pass_phase() {
             "eval"
+        } else if self.teacher_pass > trunk.max(head) {
+            "teacher"
         } else if trunk > head {
             "trunk"
         } else {
@@ -168,7 +203,7 @@ impl Components {
     /// The peak of the training passes (evaluation left out) less what is resident once the model
     /// is loaded (runtime and weights): what `checkpoint_memory --window step` measures.
     pub fn training_peak(&self) -> u64 {
-        self.state() - self.runtime - self.weights + self.trunk_phase().max(self.head_phase())
+        self.state() - self.runtime - self.weights + self.pass_phase()
     }
 
     /// `(name, bytes)` of what makes up the peak, in a fixed order (the smaller phase shown as 0).
@@ -186,6 +221,9 @@ impl Components {
             ("averages", self.averages),
             ("warmup", self.warmup),
             ("cache", self.cache),
+            ("teacher", self.teacher),
+            ("teacher pass", if at == "teacher" { self.teacher_pass } else { 0 }),
+            ("teacher outputs", if at == "trunk" || at == "head" { self.teacher_outputs } else { 0 }),
             ("input", phase(self.input, true)),
             ("trunk", phase(self.trunk, true)),
             ("cut", phase(self.cut, false)),
@@ -312,6 +350,25 @@ impl<'a> Planner<'a> {
         self.graphs.get(&imgsz).ok_or(Error::ImageSize { imgsz, reason: "no graph".into() })
     }
 
+    /// What this model costs as a dense-distillation teacher at `imgsz` (`[height, width]`).
+    pub fn teacher_cost(&mut self, imgsz: [u32; 2]) -> Result<TeacherCost, Error> {
+        let inspection = self.inspection;
+        let (graph, storages) = self.graph(imgsz)?;
+        let weights: u64 =
+            graph.initializer_dims.values().map(|d| d.iter().product::<usize>() as u64 * FLOAT_BYTES).sum();
+        let all_nodes: Vec<usize> = (0..graph.nodes.len()).collect();
+        let input = std::slice::from_ref(&inspection.input);
+        let forward = simulate(graph, storages, &[&all_nodes], input, &HashSet::new(), None).peak;
+        let outputs: u64 = inspection
+            .head
+            .levels
+            .iter()
+            .flat_map(|l| [&l.box_output, &l.class_output])
+            .map(|name| storages.bytes_of(name))
+            .sum();
+        Ok(TeacherCost { weights, forward, outputs })
+    }
+
     /// The freeze point of `trainable` (modules `0..N` frozen), if the model has it.
     pub fn freeze_index(&self, trainable: Trainable) -> Option<usize> {
         self.inspection
@@ -418,6 +475,9 @@ impl<'a> Planner<'a> {
             backward: act_scale(head.backward * b) + loss_saved * b,
             loss: loss * b,
             eval: if discrete { 0 } else { weight_bytes * 2 + inference },
+            teacher: setup.teacher.map_or(0, |t| t.weights),
+            teacher_pass: setup.teacher.map_or(0, |t| t.forward * b),
+            teacher_outputs: setup.teacher.map_or(0, |t| t.outputs * b),
         };
         let plain = if setup.checkpoint {
             head_phase(graph, storages, &partition, &grad, false)

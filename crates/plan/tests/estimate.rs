@@ -150,3 +150,59 @@ fn freezing_more_never_trains_more() {
     let rungs: Vec<&str> = plan.candidates.iter().map(|c| c.rung.as_str()).collect();
     assert!(rungs.contains(&"train head") && !rungs.contains(&"train neck+head"), "{rungs:?}");
 }
+
+#[test]
+fn a_teacher_adds_its_weights_its_outputs_and_its_own_pass() {
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let teacher_model = fixture("models/demo/teacher-shapes-160.onnx");
+    let teacher_inspection = inspect(&teacher_model).expect("inspect");
+    let cost = Planner::new(&teacher_model, &teacher_inspection, 0).teacher_cost([160, 160]).expect("cost");
+    // YOLOv8n nc=3: 3.0 M parameters; head outputs (64 box bins + 3 classes) x 525 anchors.
+    assert!((11 << 20..13 << 20).contains(&cost.weights), "{}", cost.weights);
+    assert_eq!(cost.outputs, (64 + 3) * 525 * 4);
+    assert!(cost.forward > cost.outputs, "{cost:?}");
+
+    let mut planner = Planner::new(&model, &inspection, 0);
+    for (trainable, trunk) in [
+        (Trainable::Freeze(0), TrunkRuntime::Ort),
+        (Trainable::Head, TrunkRuntime::Torch),
+        (Trainable::Head, TrunkRuntime::Ort),
+    ] {
+        let plain = Setup { trainable, trunk, ..setup(trainable, 2, true, 160) };
+        let taught = Setup { teacher: Some(cost), ..plain.clone() };
+        let (a, b) = (planner.estimate(&plain).expect("plain"), planner.estimate(&taught).expect("taught"));
+        assert_eq!(b.components.teacher, cost.weights, "{trainable} {trunk:?}");
+        assert_eq!(b.components.teacher_outputs, cost.outputs * 2);
+        assert_eq!(b.components.teacher_pass, cost.forward * 2);
+        assert_eq!(b.components.head_phase(), a.components.head_phase() + cost.outputs * 2);
+        // The evaluation phase (no teacher outputs) may set the peak.
+        assert!(b.peak >= a.peak + cost.weights, "{trainable}");
+    }
+}
+
+#[test]
+fn the_ladder_caches_features_only_without_augmentation_or_a_teacher() {
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let mut planner = Planner::new(&model, &inspection, 0);
+    let start = Setup { trainable: Trainable::Head, batch: 2, imgsz: [160, 160], ..Setup::default() };
+    let teacher = headroom_plan::TeacherCost { weights: 1 << 20, forward: 1 << 20, outputs: 1 << 10 };
+    for (augment, teacher, cached) in [
+        (false, None, true),
+        (true, None, false),
+        (false, Some(teacher), false),
+        (true, Some(teacher), false),
+    ] {
+        let start = Setup { augment, teacher, ..start.clone() };
+        // A budget nothing fits: every rung is listed.
+        let plan = headroom_plan::plan(&mut planner, &start, 1, false).expect("plan");
+        let rungs: Vec<&str> = plan.candidates.iter().map(|c| c.rung.as_str()).collect();
+        assert_eq!(
+            rungs.contains(&"cache"),
+            cached,
+            "augment {augment}, teacher {}: {rungs:?}",
+            teacher.is_some()
+        );
+    }
+}

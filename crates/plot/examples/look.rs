@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             map * 0.7,
         );
     }
-    let lines = MemoryLines { budget_mb: Some(1200.0), estimate_mb: Some(312.0), ..Default::default() };
+    let lines = MemoryLines { budget_mb: Some(1200.0), estimate_mb: Some(312.0) };
     for path in headroom_plot::write_plots(&csv, &dir, &lines)? {
         println!("{}", path.display());
     }

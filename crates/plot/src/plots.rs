@@ -31,9 +31,6 @@ pub struct MemoryLines {
     pub budget_mb: Option<f64>,
     /// The planner's estimated peak for the chosen configuration.
     pub estimate_mb: Option<f64>,
-    /// What the estimate does not count, named in the legend ("the teacher": a dense-distillation
-    /// teacher runs in the same process, and the planner does not model it).
-    pub estimate_leaves_out: Option<&'static str>,
 }
 
 /// Draws the plots of a run from the text of its `metrics.csv` into `dir` and returns the paths
@@ -241,10 +238,7 @@ fn memory_chart(memory: Vec<Series>, lines: &MemoryLines) -> Chart {
     }
     if let Some(value) = known(lines.estimate_mb) {
         levels.push(Level {
-            name: match lines.estimate_leaves_out {
-                Some(what) => format!("planner estimate {value:.0} MB (without {what})"),
-                None => format!("planner estimate {value:.0} MB"),
-            },
+            name: format!("planner estimate {value:.0} MB"),
             value,
             colour: ESTIMATE_COLOUR,
         });

@@ -126,7 +126,7 @@ fn memory_csv() -> String {
 #[test]
 fn memory_png_starts_at_zero_with_the_estimate_and_the_budget_where_they_belong() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let lines = MemoryLines { budget_mb: Some(1000.0), estimate_mb: Some(500.0), ..Default::default() };
+    let lines = MemoryLines { budget_mb: Some(1000.0), estimate_mb: Some(500.0) };
     let written = write_plots(&memory_csv(), dir.path(), &lines).expect("plots");
     let image = pixels::open(&written[written.len() - 1]);
     assert_eq!(image.dimensions(), (WIDTH, HEIGHT));
@@ -154,21 +154,14 @@ fn memory_png_starts_at_zero_with_the_estimate_and_the_budget_where_they_belong(
 fn memory_png_without_a_budget_draws_only_the_estimate_and_without_either_starts_at_zero() {
     let table_text = memory_csv();
     let table = Table::parse(&table_text).expect("parses");
-    let only_estimate = MemoryLines { budget_mb: None, estimate_mb: Some(400.0), ..Default::default() };
+    let only_estimate = MemoryLines { budget_mb: None, estimate_mb: Some(400.0) };
     let drawn = charts(&table, &only_estimate).expect("charts");
     let memory = drawn.iter().find(|c| c.file == "memory.png").expect("memory chart");
     let names: Vec<_> = memory.levels.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["planner estimate 400 MB"]);
     assert!(memory.y_range.start == 0.0 && memory.y_range.end >= 400.0, "{:?}", memory.y_range);
-    // What the estimate leaves out is named beside it.
-    let taught = MemoryLines { estimate_leaves_out: Some("the teacher"), ..only_estimate };
-    let drawn = charts(&table, &taught).expect("charts");
-    let memory = drawn.iter().find(|c| c.file == "memory.png").expect("memory chart");
-    let names: Vec<_> = memory.levels.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(names, ["planner estimate 400 MB (without the teacher)"]);
 
-    let nothing_known =
-        MemoryLines { budget_mb: Some(f64::NAN), estimate_mb: Some(0.0), ..Default::default() };
+    let nothing_known = MemoryLines { budget_mb: Some(f64::NAN), estimate_mb: Some(0.0) };
     let drawn = charts(&table, &nothing_known).expect("charts");
     let memory = drawn.iter().find(|c| c.file == "memory.png").expect("memory chart");
     assert!(memory.levels.is_empty(), "NaN and 0 are not known values");

@@ -5,18 +5,19 @@
 use headroom_core::dataset::ImageRecord;
 use headroom_onnx::inspect::Inspection;
 use headroom_onnx::{Model, Trainable};
-use headroom_plan::{DevicePreset, Optimizer, Planner, Setup, TrunkRuntime};
+use headroom_plan::{DevicePreset, Optimizer, Planner, Setup, TeacherCost, TrunkRuntime};
 use headroom_train::config::{OptimizerKind, TrainConfig};
 
 use crate::spec::{RunSpec, TrunkKind};
 
-/// The planner's view of a run's settings.
+/// The planner's view of a run's settings, with its dense-distillation teacher's cost if it has one.
 pub fn setup_of(
     settings: &TrainConfig,
     trainable: Trainable,
     trunk: TrunkKind,
     cache_features: bool,
     train: &[ImageRecord],
+    teacher: Option<TeacherCost>,
 ) -> Setup {
     Setup {
         trainable,
@@ -36,6 +37,8 @@ pub fn setup_of(
         cache_features,
         objects: train.iter().map(|r| r.labels.len()).max().unwrap_or(0),
         images: train.len(),
+        augment: settings.augment.changes_pixels(),
+        teacher,
     }
 }
 
@@ -76,16 +79,8 @@ pub fn memory_lines(spec: &RunSpec, estimate: &serde_json::Value) -> headroom_pl
         (None, Some(preset)) => Some(preset.budget_bytes()),
         (None, None) => None,
     };
-    headroom_plot::MemoryLines {
-        budget_mb: budget.map(mib),
-        estimate_mb: estimate["estimate_mb"].as_f64(),
-        estimate_leaves_out: spec.teacher.is_some().then_some(LEAVES_OUT_TEACHER),
-    }
+    headroom_plot::MemoryLines { budget_mb: budget.map(mib), estimate_mb: estimate["estimate_mb"].as_f64() }
 }
-
-/// What the planner's estimate does not count when a dense-distillation teacher runs in the
-/// process (its ONNX Runtime session and activations are not modelled).
-pub const LEAVES_OUT_TEACHER: &str = "the teacher";
 
 #[cfg(test)]
 mod tests {
@@ -99,16 +94,7 @@ mod tests {
         let base = RunSpec::new("m.onnx".into(), "d/data.yaml".into());
 
         let cpu = memory_lines(&base, &estimate);
-        assert_eq!(
-            cpu,
-            headroom_plot::MemoryLines {
-                budget_mb: None,
-                estimate_mb: Some(812.5),
-                estimate_leaves_out: None
-            }
-        );
-        let taught = RunSpec { teacher: Some("t.onnx".into()), ..base.clone() };
-        assert_eq!(memory_lines(&taught, &estimate).estimate_leaves_out, Some("the teacher"));
+        assert_eq!(cpu, headroom_plot::MemoryLines { budget_mb: None, estimate_mb: Some(812.5) });
 
         let preset = RunSpec { device_preset: Some(nano.clone()), ..base.clone() };
         let expected = nano.budget_bytes() as f64 / 1048576.0;

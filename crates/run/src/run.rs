@@ -282,21 +282,25 @@ fn execute(
         observer,
     )?;
     trainer.set_trunk(trunk)?;
+    let teacher_cost = teacher.as_ref().map(teacher::TeacherSession::cost);
     if let Some(teacher) = teacher {
         trainer.set_teacher(teacher.into_teacher(device))?;
     }
     configure(&mut trainer, &spec, dir, device.is_cuda(), options)?;
-    let setup = planner::setup_of(&spec.settings, trainable, spec.trunk, spec.cache_features, &inputs.train);
+    let setup = planner::setup_of(
+        &spec.settings,
+        trainable,
+        spec.trunk,
+        spec.cache_features,
+        &inputs.train,
+        teacher_cost,
+    );
     let mut estimate = planner::estimate_json(&start.model, &inspection, &preset, &setup);
-    let leaves_out = if spec.teacher.is_some() {
-        format!(" (without {}: the planner does not model it)", planner::LEAVES_OUT_TEACHER)
-    } else {
-        String::new()
-    };
     tracing::info!(
-        "planner ({}): estimated peak {} MB for this run{leaves_out}",
+        "planner ({}): estimated peak {} MB for this run{}",
         preset.name,
-        estimate["estimate_mb"]
+        estimate["estimate_mb"],
+        if teacher_cost.is_some() { " (the teacher included)" } else { "" }
     );
     restore(&mut trainer, dir, fresh)?;
     tracing::info!(

@@ -10,6 +10,7 @@ use headroom_infer::provider::SessionOptions;
 use headroom_infer::trunk::OrtTrunk;
 use headroom_onnx::inspect::{Inspection, inspect};
 use headroom_onnx::{Dim, Model};
+use headroom_plan::{Planner, TeacherCost};
 use headroom_train::executor::Executor;
 use headroom_train::tch::{Device, Tensor};
 use headroom_train::trainer::Teacher;
@@ -20,7 +21,7 @@ use crate::{Error, Result};
 /// Where the teacher runs: ONNX Runtime (with `--trunk ort`), or headroom's libtorch executor
 /// without gradients (with `--trunk torch`, the memory-minded choice: no second runtime resident
 /// during training, and freed tensors go back through the run's allocator).
-pub struct TeacherSession(Runtime);
+pub struct TeacherSession(Runtime, TeacherCost);
 
 enum Runtime {
     /// An ONNX Runtime session on the head tensors.
@@ -57,18 +58,26 @@ pub fn open(
     check_compatible(&teacher, student, imgsz).map_err(fail)?;
     let outputs: Vec<String> =
         teacher.head.levels.iter().flat_map(|l| [l.box_output.clone(), l.class_output.clone()]).collect();
+    let cost = Planner::new(&model, &teacher, 0)
+        .teacher_cost([imgsz[1], imgsz[0]])
+        .map_err(|e| fail(format!("estimating its memory: {e}")))?;
     if let Some(device) = torch {
         let executor = Executor::new(&model.graph, device).map_err(|e| flag(&e))?;
         let input = executor.input_names().first().cloned().unwrap_or_default();
         let one_by_one = teacher.input_shape.first() == Some(&Dim::Known(1));
-        return Ok(TeacherSession(Runtime::Torch { executor, input, outputs, one_by_one }));
+        return Ok(TeacherSession(Runtime::Torch { executor, input, outputs, one_by_one }, cost));
     }
     let options = SessionOptions { intra_threads: threads, spinning: false, ..Default::default() };
     let ort = OrtTrunk::open(&model, &outputs, &options)?;
-    Ok(TeacherSession(Runtime::Ort(ort)))
+    Ok(TeacherSession(Runtime::Ort(ort), cost))
 }
 
 impl TeacherSession {
+    /// What the teacher adds to the run's memory, as the planner counts it.
+    pub fn cost(&self) -> TeacherCost {
+        self.1
+    }
+
     /// The teacher as the trainer runs it: images in, head tensors on `device` out.
     pub fn into_teacher<'a>(self, device: Device) -> Box<Teacher<'a>> {
         match self.0 {

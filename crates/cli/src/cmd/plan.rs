@@ -13,7 +13,7 @@ use super::Outcome;
 use super::device_arg::{
     BoardArgs, DEVICE_VALUES, DeviceArg, Resolved, device_arg, other_machine, resolve_board,
 };
-use super::train::{DEFAULT_BATCH, DEFAULT_NBS, DEFAULT_PART, OptimizerArg, TrunkArg};
+use super::train::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
 
 /// Arguments of `headroom plan`. The ladder starts from what `headroom train` does by default
 /// (the same constants), so its first rung is the run a user gets.
@@ -64,6 +64,14 @@ pub struct Args {
     #[arg(long, default_value_t = 500, value_name = "N")]
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub images: usize,
+    /// A dense-distillation teacher (as `headroom train --teacher`): its weights, its forward on
+    /// each batch and its outputs count; no rung caches features (the teacher needs the images).
+    #[arg(long, value_name = "T.onnx")]
+    pub teacher: Option<PathBuf>,
+    /// Plan a run without augmentation (`headroom train` augments by default: mosaic, scale,
+    /// translate, HSV); only then is the feature cache a rung.
+    #[arg(long)]
+    pub no_augment: bool,
     /// Print the plan as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -130,6 +138,10 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     start.trunk = if args.trunk == TrunkArg::Torch { TrunkRuntime::Torch } else { TrunkRuntime::Ort };
     start.objects = args.objects;
     start.images = args.images;
+    start.augment = !args.no_augment;
+    if let Some(path) = &args.teacher {
+        start.teacher = Some(teacher_cost(path, start.imgsz)?);
+    }
     let mut planner = Planner::new(&model, &inspection, device.runtime_bytes());
     if !device.unified && runs_on.is_gpu() {
         planner = planner.discrete();
@@ -289,6 +301,16 @@ fn gpu_free(index: usize) -> anyhow::Result<u64> {
     Ok(mib << 20)
 }
 
+/// What the teacher at `path` adds at `imgsz` (`[height, width]`), as the planner counts it.
+pub fn teacher_cost(path: &Path, imgsz: [u32; 2]) -> anyhow::Result<headroom_plan::TeacherCost> {
+    let model = headroom_onnx::Model::load(path).map_err(|e| anyhow::anyhow!("--teacher: {e}"))?;
+    let inspection =
+        headroom_onnx::inspect::inspect(&model).map_err(|e| anyhow::anyhow!("--teacher: {e}"))?;
+    Planner::new(&model, &inspection, 0)
+        .teacher_cost(imgsz)
+        .map_err(|e| anyhow::anyhow!("--teacher {}: {e}", path.display()))
+}
+
 /// The configuration the ladder starts from.
 pub fn start_setup(
     inspection: &headroom_onnx::inspect::Inspection,
@@ -302,7 +324,7 @@ pub fn start_setup(
         Some(n) => [n, n],
         None => [h as u32, w as u32],
     };
-    Ok(Setup { trainable, batch, nbs: DEFAULT_NBS, imgsz, checkpoint: false, ..Setup::default() })
+    Ok(Setup { trainable, batch, imgsz, checkpoint: false, ..Setup::default() })
 }
 
 /// The flags of `headroom train` that run a candidate.
@@ -316,7 +338,10 @@ pub fn train_flags(setup: &Setup) -> String {
         flags.push_str(" --amp");
     }
     if setup.cache_features {
+        // It turns train's default augmentation off itself.
         flags.push_str(" --cache-features");
+    } else if !setup.augment {
+        flags.push_str(" --mosaic 0 --scale 0 --translate 0 --hsv 0,0,0");
     }
     flags
 }

@@ -35,6 +35,10 @@ pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs, board: &BoardArgs) -> anyh
     };
     start.trunk = if spec.trunk == TrunkKind::Torch { TrunkRuntime::Torch } else { TrunkRuntime::Ort };
     start.amp = false;
+    start.augment = spec.settings.augment.changes_pixels();
+    if let Some(teacher) = &spec.teacher {
+        start.teacher = Some(super::plan::teacher_cost(teacher, start.imgsz)?);
+    }
     let budget = budget(plan, &preset, runs_on, board)?;
     let mut planner = Planner::new(&model, &inspection, preset.runtime_bytes());
     if !preset.unified && gpu {
@@ -58,11 +62,6 @@ pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs, board: &BoardArgs) -> anyh
         chosen.rung,
         format_size(chosen.estimate.peak),
         train_flags(setup)
-    );
-    anyhow::ensure!(
-        !(setup.cache_features && spec.settings.augment.changes_pixels()),
-        "--plan auto chose --cache-features to fit, which cannot run with --mosaic, --scale, --translate or \
-         --hsv: turn them off, or give a larger --budget"
     );
     let s = &mut spec.settings;
     s.batch = setup.batch;
