@@ -6,11 +6,11 @@
 #      (models/demo/teacher-shapes-160.onnx) on both
 #   4. headroom label: the teacher pseudo-labels the field training images (boxes + soft scores) and
 #      holds a fifth of them out (label's val split, pseudo-labelled too)
-#   5. headroom train: the field-accurate configuration (configs/runs.toml, the best measured in
-#      docs/BENCHMARKS.md "Adaptation"): every layer, batch 2, checkpointed, accumulation sized to
-#      the data, Ultralytics' augmentation, dense distillation from the teacher run on each batch,
-#      30 epochs, on label's train split, replaying base images against forgetting, picking
-#      best.onnx on label's held-out split
+#   5. headroom train with its defaults and the teacher — the field-accurate configuration
+#      (configs/runs.toml, the best measured in docs/BENCHMARKS.md "Adaptation"): every layer,
+#      batch 2, checkpointed, accumulation sized to the data, Ultralytics' augmentation, 30 epochs,
+#      dense distillation from the teacher run on each batch, on label's train split, replaying
+#      base images against forgetting, picking best.onnx on label's held-out split
 #   6. evaluates the retrained student (best.onnx) on both: field/ (true labels) picked nothing
 #   (plan: the memory of each training configuration on an Orin Nano 4GB, charted in the report)
 #   7. headroom export: FP16 and INT8 (Q/DQ + TensorRT calibration cache, calibrated on the field
@@ -76,17 +76,16 @@ times[label]=$SECONDS
 
 stage "headroom plan: training memory of the student on a Jetson Orin Nano 4GB, by configuration"
 mkdir -p "$out/report"
-# The whole model from batch 16 without checkpointing, to show the ladder (plain `headroom plan`
-# starts from `headroom train`'s defaults: head, batch 2).
-"$bin" -q plan --model "$model" --board orin-nano-4 --train all --batch 16 --no-checkpoint \
+# The run below (the whole model, with the teacher) from batch 16 without checkpointing, to show
+# the ladder (plain `headroom plan` starts from `headroom train`'s defaults: all, batch 2).
+"$bin" -q plan --model "$model" --board orin-nano-4 --teacher "$teacher" --batch 16 --no-checkpoint \
   --chart "$out/report/plan.png" || fail "headroom plan"
 times[plan]=$SECONDS
 
-stage "headroom train: the student on the pseudo-labels (field-accurate: all layers, augmentation, the teacher distilled, --replay base)"
+stage "headroom train: the student on the pseudo-labels (its defaults: all layers, augmentation; the teacher distilled, --replay base)"
 rm -rf "$out/runs/field"
 "$bin" train --model "$model" --data "$out/field-labelled/data.yaml" --replay "$out/base-train/data.yaml" \
-  --epochs "$epochs" --batch 2 --train all --nbs auto --mosaic 1 --scale 0.5 --translate 0.1 --hsv 0.015,0.7,0.4 \
-  --teacher "$teacher" --project "$out/runs" --name field || fail "headroom train"
+  --epochs "$epochs" --teacher "$teacher" --project "$out/runs" --name field || fail "headroom train"
 
 times[train]=$SECONDS
 stage "headroom eval: the retrained student on base and field (after)"

@@ -4,11 +4,12 @@
 # and the field-aware teacher are scored on held-out `field` scenes (seed 12, true labels) and old
 # `base` scenes (seed 2); the teacher pseudo-labels 64 `field` images (seed 11) with label's default
 # held-out split (best.onnx is picked on it, so the reported splits selected nothing); each setting
-# trains 10 epochs with 1:1 replay of 64 `base` images (seed 1), and its best.onnx is scored on both.
+# trains with 1:1 replay of 64 `base` images (seed 1) and `headroom train`'s defaults for what it
+# does not set, and its best.onnx is scored on both. `TEACHER` in a setting's flags is the teacher.
 #
 # Usage: scripts/bench/adaptation.sh [WORK_DIR] [-- "NAME:FLAGS" ...]
-#   e.g. scripts/bench/adaptation.sh /tmp/adapt "head:--nbs 64" "all-auto:--train all --nbs auto"
-# Env: ADAPT_EPOCHS (10; a setting's own --epochs wins), ADAPT_FIELD_IMAGES (64 field images labelled),
+#   e.g. scripts/bench/adaptation.sh /tmp/adapt "defaults:" "head:--train head --nbs 64"
+# Env: ADAPT_EPOCHS (train's default; a setting's own --epochs wins), ADAPT_FIELD_IMAGES (64 field images labelled),
 #      ADAPT_PRESET (field: the shifted scenes' synth preset), ADAPT_PARALLEL (1: settings at a time).
 # Prints one Markdown row per setting (new scenes, share of the gap, old scenes, seconds) and the
 # load average. Needs scripts/setup.sh and a built headroom (cargo build -p headroom-cli).
@@ -20,9 +21,10 @@ shift || true
 [ "${1:-}" = "--" ] && shift
 configs=("$@")
 if [ ${#configs[@]} -eq 0 ]; then
-  configs=("head nbs 64 (default):--nbs 64" "head nbs auto:--nbs auto" "neck+head nbs 64:--train neck+head --nbs 64"
-    "neck+head nbs auto:--train neck+head --nbs auto" "all nbs 64:--train all --nbs 64" "all nbs auto:--train all --nbs auto"
-    "head renorm 1:--nbs 64 --renorm 1" "all nbs auto renorm 1:--train all --nbs auto --renorm 1")
+  configs=("the old defaults (head, nbs 64, 10 epochs, no augmentation):--train head --nbs 64 --epochs 10 --mosaic 0 --scale 0 --translate 0 --hsv 0,0,0"
+    "the defaults (all, nbs auto, 30 epochs, augmentation):"
+    "the defaults with the teacher (field-accurate):--teacher TEACHER"
+    "head with the teacher:--train head --teacher TEACHER")
 fi
 # shellcheck source=/dev/null
 source "$root/.deps/env.sh"
@@ -34,7 +36,7 @@ mkdir -p "$work"
 synth() { [ -f "$work/$1/data.yaml" ] || "$bin" -q synth --preset "$2" --seed "$3" --train "$4" --val "$5" --out "$work/$1" >/dev/null; }
 synth base-train base 1 64 1
 synth base base 2 1 48
-preset=${ADAPT_PRESET:-field} field_images=${ADAPT_FIELD_IMAGES:-64} epochs=${ADAPT_EPOCHS:-10}
+preset=${ADAPT_PRESET:-field} field_images=${ADAPT_FIELD_IMAGES:-64} epochs=${ADAPT_EPOCHS:-}
 synth field-train "$preset" 11 "$field_images" 1
 synth field "$preset" 12 1 48
 [ -f "$work/labelled/data.yaml" ] || "$bin" -q label --teacher "$teacher" --images "$work/field-train/images/train" \
@@ -53,7 +55,8 @@ run_one() {
   local name=$1 flags=$2 dir start seconds epoch_flag=()
   dir="$work/runs/$(echo "$name" | tr ' +()=,' '______')"
   rm -rf "$dir"
-  [[ " $flags " == *" --epochs "* ]] || epoch_flag=(--epochs "$epochs")
+  flags=${flags//TEACHER/$teacher}
+  [[ " $flags " == *" --epochs "* || -z "$epochs" ]] || epoch_flag=(--epochs "$epochs")
   [[ " $flags " == *" --batch "* ]] || epoch_flag+=(--batch 2)
   start=$(date +%s)
   # shellcheck disable=SC2086

@@ -252,7 +252,11 @@ mod with_libraries {
         assert!(kd_loss > 0.0, "kd term {kd_loss}");
         // SGD: AdamW's normalised steps turn the features' fp16 rounding into visibly different
         // updates (0.3 % in the second epoch's loss), which would hide what this compares.
-        let plain = run_with("plain", &["--optimizer", "sgd"]);
+        // Without augmentation: the cache turns the default one off, and holds fixed inputs.
+        let plain = run_with(
+            "plain",
+            &["--optimizer", "sgd", "--mosaic", "0", "--scale", "0", "--translate", "0", "--hsv", "0,0,0"],
+        );
         let cached = run_with("cached", &["--optimizer", "sgd", "--cache-features"]);
         assert_eq!(plain[0][4], "0.000000");
         for (a, b) in cached.iter().zip(&plain) {
@@ -376,6 +380,8 @@ mod with_libraries {
                 s(&model),
                 "--data",
                 s(&data),
+                "--train",
+                "head",
                 "--epochs",
                 "1",
                 "--threads",
@@ -405,10 +411,35 @@ mod with_libraries {
             s(&data),
             "--train",
             "10",
+            "--batch",
+            "2",
             "--project",
             s(&project),
         ]);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.code() == Some(2) && stderr.contains("use --batch 1"), "{stderr}");
+        // Without --batch the default (2) gives way: the whole model trains at batch 1, said so.
+        let run = headroom(&[
+            "train",
+            "--model",
+            s(&model),
+            "--data",
+            s(&data),
+            "--epochs",
+            "1",
+            "--threads",
+            "1",
+            "--project",
+            s(&project),
+            "--name",
+            "defaults",
+        ]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            run.status.success() && stderr.contains("--batch 1: the export's batch is fixed at 1"),
+            "{stderr}"
+        );
+        let config = std::fs::read_to_string(project.join("defaults/config.toml")).expect("config.toml");
+        assert!(config.contains("batch = 1") && config.contains("part = \"freeze=0\""), "{config}");
     }
 }

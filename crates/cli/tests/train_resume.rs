@@ -212,7 +212,10 @@ mod with_libraries {
             return false;
         }
         let unmount = Unmount(mount.clone());
-        let out = run(&base_args(data, &mount, "full"));
+        // The head alone: the sizes above are its checkpoints'.
+        let mut args = base_args(data, &mount, "full");
+        args.extend(["--train".to_string(), "head".to_string()]);
+        let out = run(&args);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(file) && err.contains("No space left"), "{size}: {err}");

@@ -265,9 +265,22 @@ mod with_libraries {
                 .expect("toml");
         let settings = &config["settings"];
         let lower = |v: &serde_json::Value| v.as_str().map(str::to_lowercase);
-        assert_eq!(lower(&setup["trainable"]).as_deref(), config["part"].as_str(), "{setup} {config}");
+        // `{"Freeze": 0}` in the plan is `freeze=0` in config.toml (everything trains).
+        let part = match setup["trainable"].get("Freeze") {
+            Some(n) => Some(format!("freeze={n}")),
+            None => lower(&setup["trainable"]),
+        };
+        assert_eq!(part.as_deref(), config["part"].as_str(), "{setup} {config}");
+        assert_eq!(config["part"].as_str(), Some("freeze=0"));
         assert_eq!(setup["batch"].as_i64(), settings["batch"].as_integer());
-        assert_eq!(setup["nbs"].as_i64(), settings["nbs"].as_integer());
+        // Augmentation (train's default) rules out the cache rung; the nominal batch does not
+        // change memory (train sizes it to the data: --nbs auto).
+        let augment = &settings["augment"];
+        assert!(
+            augment["mosaic"].as_float() > Some(0.0) && augment["hsv_v"].as_float() > Some(0.0),
+            "{config}"
+        );
+        assert_eq!(setup["augment"].as_bool(), Some(true));
         assert_eq!(setup["checkpoint"].as_bool(), settings["checkpoint"].as_bool());
         assert_eq!(setup["amp"].as_bool(), settings["amp"].as_bool());
         assert_eq!(setup["imgsz"][0].as_i64(), settings["imgsz"][0].as_integer());
@@ -276,7 +289,7 @@ mod with_libraries {
         // The table's command for the first rung is train's defaults, spelled out.
         let run = headroom(&["plan", "--model", s(&model), "--board", "x86-cpu"]);
         let stdout = String::from_utf8_lossy(&run.stdout);
-        assert!(stdout.contains("--train head --batch 2 --imgsz 160\n"), "{stdout}");
+        assert!(stdout.contains("--train all --batch 2 --imgsz 160\n"), "{stdout}");
     }
 
     #[test]

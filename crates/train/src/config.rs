@@ -168,9 +168,10 @@ impl TrainConfig {
         real("flip", self.flip, (0.0..=1.0).contains(&self.flip), "[0, 1]")?;
         real("kd", self.kd, (0.0..=100.0).contains(&self.kd), "[0, 100]")?;
         real("dense_kd", self.dense_kd, (0.0..=100.0).contains(&self.dense_kd), "[0, 100]")?;
-        if let Some([low, high]) = self.ignore_band
-            && !(low.is_finite() && high.is_finite() && 0.0 <= low && low < high && high <= 1.0)
+        if let Some(band) = self.ignore_band
+            && !valid_ignore_band(band)
         {
+            let [low, high] = band;
             return bad("ignore_band", format!("{low},{high}"), "0 <= low < high <= 1");
         }
         real("anchor", self.anchor, (0.0..=1e6).contains(&self.anchor), "[0, 1e6]")?;
@@ -192,6 +193,11 @@ impl TrainConfig {
         }
         Ok(())
     }
+}
+
+/// Whether `[low, high]` is an ignore band: `0 <= low < high <= 1` (`--ignore-band`).
+pub fn valid_ignore_band([low, high]: [f64; 2]) -> bool {
+    low.is_finite() && high.is_finite() && 0.0 <= low && low < high && high <= 1.0
 }
 
 #[cfg(test)]

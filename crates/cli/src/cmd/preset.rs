@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 /// The presets shipped in `configs/runs.toml`.
 pub const BUILTIN_RUNS: &str = include_str!("../../../../configs/runs.toml");
 
-/// Ultralytics' augmentation values, which `augment = true` turns on.
-const AUGMENT: [(&str, &str); 4] =
-    [("mosaic", "1"), ("scale", "0.5"), ("translate", "0.1"), ("hsv", "0.015,0.7,0.4")];
+/// The augmentation flags `augment = false` turns off.
+const AUGMENT_OFF: [(&str, &str); 4] =
+    [("mosaic", "0"), ("scale", "0"), ("translate", "0"), ("hsv", "0,0,0")];
 
 /// One run preset. Unknown keys are errors (a typo must not silently change a nightly run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,12 +26,18 @@ pub struct RunPreset {
     pub train: Option<String>,
     /// Nominal batch (`--nbs`: `auto` or a count).
     pub nbs: Option<NbsValue>,
-    /// Ultralytics' mosaic, scale, translate and HSV values.
-    #[serde(default)]
-    pub augment: bool,
+    /// Optimiser (`--optimizer`: auto, sgd, adamw).
+    pub optimizer: Option<String>,
+    /// Initial learning rate of sgd and adamw (`--lr0`).
+    pub lr0: Option<f64>,
+    /// `true`: Ultralytics' mosaic, scale, translate and HSV values (`headroom train`'s defaults);
+    /// `false`: all off.
+    pub augment: Option<bool>,
     /// Dense distillation from the labelling teacher (`--teacher`).
     #[serde(default)]
     pub distill: bool,
+    /// Gain of the dense distillation term (`--dense-kd`).
+    pub dense_kd: Option<f64>,
     /// Stop after this many epochs without a better val fitness (`--patience`).
     pub patience: Option<usize>,
     /// Training time budget, hours (`--time`).
@@ -122,6 +128,29 @@ impl RunPreset {
         if self.epochs == Some(0) {
             return Err("epochs = 0: at least 1".into());
         }
+        if let Some(o) = &self.optimizer
+            && !["auto", "sgd", "adamw"].contains(&o.as_str())
+        {
+            return Err(format!("optimizer = \"{o}\": expected \"auto\", \"sgd\" or \"adamw\""));
+        }
+        if let Some(g) = self.dense_kd
+            && !(g.is_finite() && (0.0..=100.0).contains(&g))
+        {
+            return Err(format!("dense_kd = {g}: a gain in [0, 100]"));
+        }
+        if self.dense_kd.is_some() && !self.distill {
+            return Err("dense_kd needs distill = true (it is the gain of the teacher's term)".into());
+        }
+        if let Some(lr) = self.lr0 {
+            if !(lr > 0.0 && lr < 1.0) {
+                return Err(format!("lr0 = {lr}: a rate in (0, 1)"));
+            }
+            if self.optimizer.as_deref().is_none_or(|o| o == "auto") {
+                return Err(format!(
+                    "lr0 = {lr} needs optimizer = \"sgd\" or \"adamw\" (auto chooses its own)"
+                ));
+            }
+        }
         if let Some(h) = self.time_hours
             && !(h.is_finite() && h > 0.0 && h <= 10_000.0)
         {
@@ -136,7 +165,7 @@ impl RunPreset {
         let mut flags = Vec::new();
         let mut set = |id: &str, value: String| {
             if !given(id) {
-                flags.push(format!("--{id}"));
+                flags.push(format!("--{}", id.replace('_', "-")));
                 flags.push(value);
             }
         };
@@ -149,21 +178,33 @@ impl RunPreset {
         if let Some(nbs) = &self.nbs {
             set("nbs", nbs.to_string());
         }
+        if let Some(optimizer) = &self.optimizer {
+            set("optimizer", optimizer.clone());
+        }
+        if let Some(lr0) = self.lr0 {
+            set("lr0", lr0.to_string());
+        }
         if let Some(patience) = self.patience {
             set("patience", patience.to_string());
         }
         if let Some(hours) = self.time_hours {
             set("time", hours.to_string());
         }
-        if self.augment {
-            for (id, value) in AUGMENT {
-                set(id, value.to_string());
-            }
+        let augment: &[(&str, &str)] = match self.augment {
+            Some(true) => &super::train::AUGMENT_DEFAULTS,
+            Some(false) => &AUGMENT_OFF,
+            None => &[],
+        };
+        for (id, value) in augment {
+            set(id, value.to_string());
         }
         if self.distill
             && let Some(teacher) = teacher
         {
             set("teacher", teacher.display().to_string());
+        }
+        if let Some(gain) = self.dense_kd {
+            set("dense_kd", gain.to_string());
         }
         flags
     }
@@ -223,6 +264,11 @@ pub fn apply_to_train(args: &mut super::train::Args) -> anyhow::Result<()> {
             "--epochs" => args.epochs = super::provider_args::count_arg::<1, 10000>(value).map_err(bad)?,
             "--train" => args.train = value.to_string(),
             "--nbs" => args.nbs = super::train::nbs_arg(value).map_err(bad)?,
+            "--optimizer" => {
+                args.optimizer = clap::ValueEnum::from_str(value, false).map_err(bad)?;
+            }
+            "--lr0" => args.lr0 = Some(value.parse().map_err(|_| bad("not a number".into()))?),
+            "--dense-kd" => args.dense_kd = value.parse().map_err(|_| bad("not a number".into()))?,
             "--mosaic" => args.mosaic = number(value)?,
             "--scale" => args.scale = number(value)?,
             "--translate" => args.translate = number(value)?,
@@ -246,7 +292,10 @@ mod tests {
         let names: Vec<&str> = presets.iter().map(|(n, _)| n.as_str()).collect();
         assert!(names.contains(&"field-quick") && names.contains(&"field-accurate"), "{names:?}");
         let (_, accurate) = load("field-accurate").expect("field-accurate");
-        assert!(accurate.augment && accurate.distill);
+        assert!(accurate.augment == Some(true) && accurate.distill);
+        let (_, quick) = load("field-quick").expect("field-quick");
+        let flags = quick.train_flags(&|_| false, None).join(" ");
+        assert!(flags.contains("--train head --nbs 64") && flags.contains("--mosaic 0"), "{flags}");
         assert_eq!(accurate.nbs, Some(NbsValue::Text("auto".into())));
     }
 
@@ -271,6 +320,25 @@ mod tests {
         assert!(err.contains("gate.confidence 1.5"), "{err}");
         let err = load("no-such-preset").expect_err("refused").to_string();
         assert!(err.contains("field-quick") && err.contains("no such preset"), "{err}");
+    }
+
+    #[test]
+    fn optimizer_rate_and_dense_gain_become_flags_and_are_checked() {
+        let text = "[p]\ndistill = true\ndense_kd = 3\noptimizer = \"adamw\"\nlr0 = 0.004\n";
+        let (_, preset) = parse_presets("f.toml", text).expect("parse").remove(0);
+        let flags = preset.train_flags(&|_| false, Some(Path::new("/t.onnx"))).join(" ");
+        assert!(flags.contains("--optimizer adamw --lr0 0.004"), "{flags}");
+        assert!(flags.contains("--teacher /t.onnx --dense-kd 3"), "{flags}");
+        for (text, want) in [
+            ("[p]\noptimizer = \"adam\"\n", "optimizer = \"adam\""),
+            ("[p]\nlr0 = 0.01\n", "needs optimizer"),
+            ("[p]\noptimizer = \"sgd\"\nlr0 = 2.0\n", "lr0 = 2"),
+            ("[p]\ndense_kd = 3\n", "needs distill"),
+            ("[p]\ndistill = true\ndense_kd = -1\n", "dense_kd = -1"),
+        ] {
+            let err = parse_presets("f.toml", text).expect_err(text).to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -10,13 +10,18 @@ use std::path::PathBuf;
 use super::Outcome;
 use super::device_arg::{BoardArgs, DEVICE_VALUES, DeviceArg, device_arg};
 
-/// What trains by default (`--train`; `headroom plan` starts its ladder from it).
-pub const DEFAULT_PART: &str = "head";
+/// What trains by default (`--train`; `headroom plan` starts its ladder from it and freezes more
+/// only when memory asks for it): everything, the configuration that adapted most within the
+/// memory goal (docs/BENCHMARKS.md "Adaptation"; `--train head` is the cheapest).
+pub const DEFAULT_PART: &str = "all";
 /// Images per pass by default (`--batch`; `headroom plan` starts from it): the batch the
 /// adaptation figures were measured at (docs/BENCHMARKS.md).
 pub const DEFAULT_BATCH: usize = 2;
-/// The nominal batch by default (`--nbs`; Ultralytics' 64).
-pub const DEFAULT_NBS: usize = 64;
+/// Epochs by default (`--epochs`): the adaptation figures' 30 (10 lost to 30 with augmentation).
+pub const DEFAULT_EPOCHS: usize = 30;
+/// Ultralytics' augmentation values, `headroom train`'s defaults: (flag id, value).
+pub const AUGMENT_DEFAULTS: [(&str, &str); 4] =
+    [("mosaic", "1"), ("scale", "0.5"), ("translate", "0.1"), ("hsv", "0.015,0.7,0.4")];
 
 /// Arguments of `headroom train`.
 #[derive(Debug, Clone, clap::Args)]
@@ -27,10 +32,10 @@ pub struct Args {
     /// The dataset (Ultralytics `data.yaml`; `headroom label` writes one over pseudo-labels).
     #[arg(long, value_name = "data.yaml", required_unless_present = "resume")]
     pub data: Option<PathBuf>,
-    /// What trains: `head` (the Detect module), `neck+head`, `all`, N (modules 0..N frozen, as
-    /// Ultralytics' `freeze=N`; 0 trains everything), or `affine` (the head, and a scale and shift
-    /// per channel of every Conv before it, trained through the whole graph and folded into the
-    /// Convs' weights when written: the trunk adapts with few parameters).
+    /// What trains: `all` (every layer: adapts most; docs/TRAIN.md), `head` (the Detect module: the
+    /// least memory and time), `neck+head`, N (modules 0..N frozen, as Ultralytics' `freeze=N`; 0
+    /// trains everything), or `affine` (the head, and a scale and shift per channel of every Conv
+    /// before it, trained through the whole graph and folded into the Convs' weights when written).
     #[arg(long, default_value = DEFAULT_PART, value_name = "PART")]
     pub train: String,
     /// Freeze modules 0..N and train the rest (Ultralytics' `freeze=N`; the same as --train N).
@@ -38,7 +43,7 @@ pub struct Args {
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub freeze: Option<usize>,
     /// Epochs.
-    #[arg(long, default_value_t = 10, value_parser = super::provider_args::count_arg::<1, 10000>)]
+    #[arg(long, default_value_t = DEFAULT_EPOCHS, value_parser = super::provider_args::count_arg::<1, 10000>)]
     pub epochs: usize,
     /// Stop when the val fitness has not improved for N epochs (Ultralytics' `patience`; 0: never).
     /// Saved with the run; a resumed run keeps it.
@@ -52,11 +57,11 @@ pub struct Args {
     /// Images per forward pass (gradients accumulate to --nbs).
     #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = super::provider_args::count_arg::<1, 256>)]
     pub batch: usize,
-    /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs, 64).
+    /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs: 64).
     /// `auto`: sized to the data, the largest power of two up to 64 with which the run still makes
-    /// about 200 optimiser steps (4 for 100 images x 10 epochs). Measured: with --train all it
-    /// gained on new and old scenes; with the head alone it lost (docs/TRAIN.md).
-    #[arg(long, default_value_t = Nbs::Fixed(DEFAULT_NBS), value_parser = nbs_arg, value_name = "auto|N")]
+    /// about 200 optimiser steps (8 for 100 images x 30 epochs). Measured: with --train all it
+    /// gained on new and old scenes; with the head alone 64 kept the old scenes better (docs/TRAIN.md).
+    #[arg(long, default_value_t = Nbs::Auto, value_parser = nbs_arg, value_name = "auto|N")]
     pub nbs: Nbs,
     /// Optimiser: auto (AdamW at Ultralytics' 0.002·5/(4+nc), at most 0.002, momentum 0.9, for
     /// runs of any length: unlike Ultralytics it never switches to SGD at 0.01 on long runs, which
@@ -107,19 +112,19 @@ pub struct Args {
     #[arg(long, default_value_t = 0.5)]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub flip: f64,
-    /// HSV augmentation gains: hue, saturation, value (Ultralytics: 0.015,0.7,0.4; default off).
-    #[arg(long, default_value = "0,0,0", value_name = "H,S,V")]
+    /// HSV augmentation gains: hue, saturation, value (Ultralytics' values; 0,0,0: off).
+    #[arg(long, default_value = "0.015,0.7,0.4", value_name = "H,S,V")]
     pub hsv: String,
-    /// Random translation, a fraction of the input (Ultralytics: 0.1; default off).
-    #[arg(long, default_value_t = 0.0)]
+    /// Random translation, a fraction of the input (Ultralytics' value; 0: off).
+    #[arg(long, default_value_t = 0.1)]
     #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub translate: f32,
-    /// Random scale gain: the image is scaled by 1 ± this (Ultralytics: 0.5; default off).
-    #[arg(long, default_value_t = 0.0)]
+    /// Random scale gain: the image is scaled by 1 ± this (Ultralytics' value; 0: off).
+    #[arg(long, default_value_t = 0.5)]
     #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub scale: f32,
-    /// Probability of a 4-image mosaic (Ultralytics: 1.0; default off).
-    #[arg(long, default_value_t = 0.0)]
+    /// Probability of a 4-image mosaic (Ultralytics' value; 0: off).
+    #[arg(long, default_value_t = 1.0)]
     #[arg(value_parser = super::provider_args::number_arg::<f32>)]
     pub mosaic: f32,
     /// Map dataset classes onto the student's: SRC=DST,... (ids or names; DST `drop` removes them).
@@ -172,8 +177,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = TrunkArg::Ort)]
     pub trunk: TrunkArg,
     /// Compute the trunk's outputs once per image (and its mirror image when --flip > 0), store them
-    /// as fp16 in the run folder, and train epochs on them: only the trainable part runs. Refused
-    /// with augmentations that change the trunk's input (--mosaic, --scale, --translate, --hsv).
+    /// as fp16 in the run folder, and train epochs on them: only the trainable part runs. It turns
+    /// the default augmentation off; refused with augmentation given (--mosaic, --scale,
+    /// --translate, --hsv above 0) and with --teacher.
     #[arg(long)]
     pub cache_features: bool,
     /// Mixed precision on CUDA (fp16 autocast with a dynamic loss scale). On the CPU it is ignored
@@ -336,11 +342,7 @@ fn ignore_band(text: &str) -> Result<[f64; 2], String> {
     let parts: Vec<f64> =
         text.split(',').map(|p| p.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| wrong())?;
     let [low, high]: [f64; 2] = parts.try_into().map_err(|_| wrong())?;
-    if low.is_finite() && high.is_finite() && 0.0 <= low && low < high && high <= 1.0 {
-        Ok([low, high])
-    } else {
-        Err(wrong())
-    }
+    if headroom_train::config::valid_ignore_band([low, high]) { Ok([low, high]) } else { Err(wrong()) }
 }
 
 /// The run folder that `--resume` names: RUN_DIR, or PROJECT/NAME.
@@ -393,8 +395,11 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             headroom_run::run::resume(&dir, epochs, &options, &mut observer)?
         }
         None => {
+            // Before the spec, whose derived settings (--nbs auto, --optimizer auto) log what they chose.
+            if let Some(model) = &args.model {
+                refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
+            }
             let mut spec = super::train_spec::spec_from_args(args, None)?;
-            refuse_fp16(&spec.model, &headroom_onnx::Model::load(&spec.model)?)?;
             if args.plan == PlanMode::Auto {
                 super::train_plan::plan_auto(&mut spec, &args.budget, &args.board)?;
             } else {

@@ -81,6 +81,9 @@ pub fn spec_from_args(
         spec.memory_cap_after = args.memory_cap_after;
     }
     apply_setting_flags(args, &given, &mut spec.settings)?;
+    if base.is_none() && args.cache_features {
+        default_augmentation_off(args, &mut spec.settings.augment);
+    }
     let set = |flag: &str| given(flag);
     let s = &mut spec.settings;
     if set("amp") || set("device") {
@@ -90,29 +93,6 @@ pub fn spec_from_args(
                 "--amp: mixed precision is for CUDA; on the CPU this run trains in fp32 (config.toml records amp = false)"
             );
         }
-    }
-    // Sized from the run's own epochs and batch (set above); on resume only when given.
-    if set("nbs") {
-        spec.settings.nbs = match args.nbs {
-            Nbs::Fixed(n) => n,
-            Nbs::Auto => {
-                let new = train_images(&spec.data)?;
-                let replayed = if spec.replay.is_some() {
-                    (new as f64 * spec.replay_fraction).round() as usize
-                } else {
-                    0
-                };
-                let s = &spec.settings;
-                let nbs = headroom_train::schedule::nominal_batch_for(new + replayed, s.epochs, s.batch);
-                tracing::info!(
-                    "--nbs auto: {nbs} ({} images per epoch, {} epochs: {} optimiser steps)",
-                    new + replayed,
-                    s.epochs,
-                    (new + replayed).div_ceil(nbs) * s.epochs
-                );
-                nbs
-            }
-        };
     }
     let needs_model = set("imgsz") || set("optimizer") || set("lr0");
     if needs_model {
@@ -153,6 +133,32 @@ pub fn spec_from_args(
                 }
             }
         }
+    }
+    if base.is_none() && !args.given.iter().any(|g| g == "batch") {
+        default_batch_within_the_export(&mut spec)?;
+    }
+    // Sized from the run's own epochs and batch (set above); on resume only when given.
+    if set("nbs") {
+        spec.settings.nbs = match args.nbs {
+            Nbs::Fixed(n) => n,
+            Nbs::Auto => {
+                let new = train_images(&spec.data)?;
+                let replayed = if spec.replay.is_some() {
+                    (new as f64 * spec.replay_fraction).round() as usize
+                } else {
+                    0
+                };
+                let s = &spec.settings;
+                let nbs = headroom_train::schedule::nominal_batch_for(new + replayed, s.epochs, s.batch);
+                tracing::info!(
+                    "--nbs auto: {nbs} ({} images per epoch, {} epochs: {} optimiser steps)",
+                    new + replayed,
+                    s.epochs,
+                    (new + replayed).div_ceil(nbs) * s.epochs
+                );
+                nbs
+            }
+        };
     }
     spec.validate()?;
     Ok(spec)
@@ -212,6 +218,55 @@ fn apply_setting_flags(
     }
     if set("seed") {
         s.seed = args.seed;
+    }
+    Ok(())
+}
+
+/// `--cache-features` stores the trunk's outputs of fixed inputs: the augmentation `headroom train`
+/// does by default is turned off (augmentation given on the command line stays, and the spec
+/// refuses it with the cache).
+fn default_augmentation_off(args: &Args, augment: &mut headroom_train::augment::AugmentConfig) {
+    let given = |id: &str| args.given.iter().any(|g| g == id);
+    let mut off = Vec::new();
+    if !given("mosaic") && augment.mosaic > 0.0 {
+        augment.mosaic = 0.0;
+        off.push("--mosaic");
+    }
+    if !given("scale") && augment.scale > 0.0 {
+        augment.scale = 0.0;
+        off.push("--scale");
+    }
+    if !given("translate") && augment.translate > 0.0 {
+        augment.translate = 0.0;
+        off.push("--translate");
+    }
+    if !given("hsv") && [augment.hsv_h, augment.hsv_s, augment.hsv_v].iter().any(|g| *g > 0.0) {
+        [augment.hsv_h, augment.hsv_s, augment.hsv_v] = [0.0; 3];
+        off.push("--hsv");
+    }
+    if !off.is_empty() {
+        tracing::info!(
+            "--cache-features: the default augmentation ({}) is off: cached features are of fixed inputs",
+            off.join(", ")
+        );
+    }
+}
+
+/// The default batch (2) where the export allows it: a static export whose batch is fixed at 1 and
+/// whose part to train reshapes with it (attention layers of 11, v10, 26 when more than the head
+/// trains) trains at batch 1, said in a line (given `--batch 2`, the run refuses it).
+fn default_batch_within_the_export(spec: &mut headroom_run::spec::RunSpec) -> anyhow::Result<()> {
+    let model = headroom_onnx::Model::load(&spec.model)?;
+    let inspection = headroom_onnx::inspect::inspect(&model)?;
+    let [w, h] = spec.settings.imgsz;
+    let limit = headroom_plan::Planner::new(&model, &inspection, 0).batch_limit(spec.trainable()?, [h, w])?;
+    if limit < spec.settings.batch {
+        tracing::info!(
+            "--batch {limit}: the export's batch is fixed at 1 and the part to train ({}) reshapes with it \
+             (attention layers); gradients still accumulate to --nbs",
+            spec.part
+        );
+        spec.settings.batch = limit;
     }
     Ok(())
 }

@@ -68,7 +68,7 @@ pub struct GateArgs {
     #[arg(long, value_name = "OLD.yaml")]
     pub old: Option<PathBuf>,
     /// The preset whose `gate` settings apply.
-    #[arg(long, default_value = "field-quick", value_name = "NAME|FILE")]
+    #[arg(long, default_value = "field-accurate", value_name = "NAME|FILE")]
     pub preset: String,
     /// Seed of the bootstrap [default: the preset's].
     #[arg(long, value_parser = crate::cmd::provider_args::whole_arg::<u64>)]
@@ -103,8 +103,9 @@ pub struct RunArgs {
     /// is checked by the gate (recommended).
     #[arg(long, value_name = "OLD.yaml")]
     pub old: Option<PathBuf>,
-    /// Run preset (configs/runs.toml: field-quick, field-accurate) or a preset file.
-    #[arg(long, default_value = "field-quick", value_name = "NAME|FILE")]
+    /// Run preset (configs/runs.toml: field-accurate, the best measured; field-quick, head only) or
+    /// a preset file.
+    #[arg(long, default_value = "field-accurate", value_name = "NAME|FILE")]
     pub preset: String,
     /// Where every step runs (labelling, training, the export's checks, the gate): cpu, cuda,
     /// cuda:N; auto: each step takes the GPU when it can use one (`headroom train --help`,
@@ -568,13 +569,23 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         (
             "plan",
             Box::new(|ctx: &mut Ctx| {
-                let part =
-                    args.train.clone().or_else(|| preset.train.clone()).unwrap_or_else(|| "head".into());
+                let part = args
+                    .train
+                    .clone()
+                    .or_else(|| preset.train.clone())
+                    .unwrap_or_else(|| crate::cmd::train::DEFAULT_PART.into());
                 let mut a = vec!["plan".into(), "--model".into(), path(&ctx.run.join("base.onnx"))];
                 a.extend(runs_on.iter().cloned());
                 a.extend(board.iter().cloned());
-                // As train's --plan auto, which chooses checkpointing itself: from off.
+                // As train's --plan auto, which chooses checkpointing itself: from off; and with
+                // what the preset's run holds (the teacher) or rules out (the cache, if it augments).
                 a.push("--no-checkpoint".into());
+                if preset.augment == Some(false) {
+                    a.push("--no-augment".into());
+                }
+                if preset.distill {
+                    a.extend(["--teacher".into(), path(&inputs.teacher)]);
+                }
                 a.extend(["--reserve".into(), args.reserve.clone(), "--train".into(), part, "--json".into()]);
                 ctx.child("plan", &a, &ctx.run.join("plan.json"), &ctx.run.join("plan.json"))
             }),
