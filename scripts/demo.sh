@@ -6,11 +6,11 @@
 #      (models/demo/teacher-shapes-160.onnx) on both
 #   4. headroom label: the teacher pseudo-labels the field training images (boxes + soft scores) and
 #      holds a fifth of them out (label's val split, pseudo-labelled too)
-#   5. headroom train with its defaults and the teacher — the field-accurate configuration
-#      (configs/runs.toml, the best measured in docs/BENCHMARKS.md "Adaptation"): every layer,
-#      batch 2, checkpointed, accumulation sized to the data, Ultralytics' augmentation, 30 epochs,
-#      dense distillation from the teacher run on each batch, on label's train split, replaying
-#      base images against forgetting, picking best.onnx on label's held-out split
+#   5. headroom train --preset field-accurate (configs/runs.toml, the best measured in
+#      docs/BENCHMARKS.md "Adaptation"): headroom train's defaults (every layer, batch 2,
+#      checkpointed, Ultralytics' augmentation, 30 epochs) with dense distillation from the teacher
+#      run on each batch (gain 3), an optimiser step every pass, AdamW at 0.004; on label's train
+#      split, replaying base images against forgetting, picking best.onnx on label's held-out split
 #   6. evaluates the retrained student (best.onnx) on both: field/ (true labels) picked nothing
 #   (plan: the memory of each training configuration on an Orin Nano 4GB, charted in the report)
 #   7. headroom export: FP16 and INT8 (Q/DQ + TensorRT calibration cache, calibrated on the field
@@ -82,10 +82,11 @@ mkdir -p "$out/report"
   --chart "$out/report/plan.png" || fail "headroom plan"
 times[plan]=$SECONDS
 
-stage "headroom train: the student on the pseudo-labels (its defaults: all layers, augmentation; the teacher distilled, --replay base)"
+stage "headroom train --preset field-accurate: the student on the pseudo-labels (all layers, augmentation, the teacher distilled, --replay base)"
 rm -rf "$out/runs/field"
 "$bin" train --model "$model" --data "$out/field-labelled/data.yaml" --replay "$out/base-train/data.yaml" \
-  --epochs "$epochs" --teacher "$teacher" --project "$out/runs" --name field || fail "headroom train"
+  --preset field-accurate --epochs "$epochs" --teacher "$teacher" --project "$out/runs" --name field \
+  || fail "headroom train"
 
 times[train]=$SECONDS
 stage "headroom eval: the retrained student on base and field (after)"

@@ -12,8 +12,9 @@ mod with_libraries {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = synth_field(dir.path(), 6, 2);
         let preset = dir.path().join("mine.toml");
-        std::fs::write(&preset, "epochs = 1\ntrain = \"neck+head\"\nnbs = 2\naugment = true\n")
-            .expect("write");
+        let keys = "epochs = 1\ntrain = \"neck+head\"\nnbs = 2\naugment = true\ndistill = true\ndense_kd = 2.5\n\
+                    optimizer = \"adamw\"\nlr0 = 0.003\n";
+        std::fs::write(&preset, keys).expect("write");
         let project = dir.path().join("runs");
         let out = headroom(&[
             "-q",
@@ -24,6 +25,8 @@ mod with_libraries {
             s(&data),
             "--preset",
             s(&preset),
+            "--teacher",
+            s(&demo_model()),
             "--epochs",
             "2",
             "--project",
@@ -35,9 +38,17 @@ mod with_libraries {
         ]);
         assert!(out.status.success(), "{}", text(&out));
         let config = std::fs::read_to_string(project.join("p/config.toml")).expect("config.toml");
-        for line in
-            ["part = \"neck+head\"", "epochs = 2", "nbs = 2", "mosaic = 1.0", "scale = 0.5", "hsv_s = 0.7"]
-        {
+        for line in [
+            "part = \"neck+head\"",
+            "epochs = 2",
+            "nbs = 2",
+            "mosaic = 1.0",
+            "scale = 0.5",
+            "hsv_s = 0.7",
+            "dense_kd = 2.5",
+            "optimizer = \"adamw\"",
+            "lr0 = 0.003",
+        ] {
             assert!(config.lines().any(|l| l.trim() == line), "`{line}` in {config}");
         }
     }

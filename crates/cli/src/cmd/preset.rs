@@ -297,6 +297,10 @@ mod tests {
         let flags = quick.train_flags(&|_| false, None).join(" ");
         assert!(flags.contains("--train head --nbs 64") && flags.contains("--mosaic 0"), "{flags}");
         assert_eq!(accurate.nbs, Some(NbsValue::Text("auto".into())));
+        assert_eq!(
+            (accurate.optimizer.as_deref(), accurate.lr0, accurate.dense_kd),
+            (Some("adamw"), Some(0.004), Some(3.0))
+        );
     }
 
     #[test]

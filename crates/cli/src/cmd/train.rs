@@ -54,13 +54,16 @@ pub struct Args {
     /// sessions (Ultralytics' `time`: the nightly window). Saved with the run.
     #[arg(long, value_name = "HOURS", value_parser = hours_arg, allow_negative_numbers = true)]
     pub time: Option<f64>,
-    /// Images per forward pass (gradients accumulate to --nbs).
+    /// Images per forward pass (gradients accumulate to --nbs). Not given, a static export whose
+    /// batch is fixed at 1 and whose trained part reshapes with it (attention in 11, v10, 26) trains
+    /// at 1 (logged).
     #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = super::provider_args::count_arg::<1, 256>)]
     pub batch: usize,
     /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs: 64).
     /// `auto`: sized to the data, the largest power of two up to 64 with which the run still makes
-    /// about 200 optimiser steps (8 for 100 images x 30 epochs). Measured: with --train all it
-    /// gained on new and old scenes; with the head alone 64 kept the old scenes better (docs/TRAIN.md).
+    /// about 1,000 optimiser steps (2 for 100 images x 30 epochs, 16 for 1,000). Measured: with
+    /// --train all it gained on new and old scenes; with the head alone 64 kept the old scenes
+    /// better (docs/TRAIN.md).
     #[arg(long, default_value_t = Nbs::Auto, value_parser = nbs_arg, value_name = "auto|N")]
     pub nbs: Nbs,
     /// Optimiser: auto (AdamW at Ultralytics' 0.002·5/(4+nc), at most 0.002, momentum 0.9, for
