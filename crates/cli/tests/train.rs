@@ -365,6 +365,13 @@ mod with_libraries {
         let data = synth(dir.path());
         let project = dir.path().join("runs");
         let fixtures = crate::common::repo_root().join("tests/fixtures/onnx");
+        // One epoch of `model` into project/NAME, with `extra` flags.
+        let one_epoch = |model: &Path, name: &str, extra: &[&str]| {
+            let mut args = vec!["train", "--model", s(model), "--data", s(&data), "--epochs", "1"];
+            args.extend(["--threads", "1", "--project", s(&project), "--name", name]);
+            args.extend_from_slice(extra);
+            headroom(&args)
+        };
         for name in [
             "yolov5nu-w00625-nc3-160",
             "yolo11n-w00625-nc3-160",
@@ -372,25 +379,7 @@ mod with_libraries {
             "yolo26n-w00625-nc3-160",
             "yolov8n-w00625-nc3-160-dynamic",
         ] {
-            let model = fixtures.join(format!("{name}.onnx"));
-            let run = headroom(&[
-                "-q",
-                "train",
-                "--model",
-                s(&model),
-                "--data",
-                s(&data),
-                "--train",
-                "head",
-                "--epochs",
-                "1",
-                "--threads",
-                "1",
-                "--project",
-                s(&project),
-                "--name",
-                name,
-            ]);
+            let run = one_epoch(&fixtures.join(format!("{name}.onnx")), name, &["--train", "head"]);
             assert!(run.status.success(), "{name}: {}", String::from_utf8_lossy(&run.stderr));
             let eval = headroom(&[
                 "-q",
@@ -403,37 +392,11 @@ mod with_libraries {
             assert!(eval.status.success(), "{name}: {}", String::from_utf8_lossy(&eval.stderr));
         }
         let model = fixtures.join("yolo11n-w00625-nc3-160.onnx");
-        let run = headroom(&[
-            "train",
-            "--model",
-            s(&model),
-            "--data",
-            s(&data),
-            "--train",
-            "10",
-            "--batch",
-            "2",
-            "--project",
-            s(&project),
-        ]);
+        let run = one_epoch(&model, "batch-2", &["--train", "10", "--batch", "2"]);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.code() == Some(2) && stderr.contains("use --batch 1"), "{stderr}");
         // Without --batch the default (2) gives way: the whole model trains at batch 1, said so.
-        let run = headroom(&[
-            "train",
-            "--model",
-            s(&model),
-            "--data",
-            s(&data),
-            "--epochs",
-            "1",
-            "--threads",
-            "1",
-            "--project",
-            s(&project),
-            "--name",
-            "defaults",
-        ]);
+        let run = one_epoch(&model, "defaults", &[]);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(
             run.status.success() && stderr.contains("--batch 1: the export's batch is fixed at 1"),
