@@ -92,7 +92,8 @@ pub struct Args {
     /// Dense distillation: this teacher (an ONNX detector with the student's classes, box bins and
     /// strides) runs on every training batch, augmented and replayed images alike, and the
     /// student's class scores and box distributions are pulled toward the teacher's at every
-    /// anchor (docs/TRAIN.md). Costs one teacher forward per image in ONNX Runtime.
+    /// anchor (docs/TRAIN.md). Costs one teacher forward per image, where the frozen trunk runs
+    /// (libtorch when nothing is frozen); `headroom plan --teacher` counts its memory.
     #[arg(long, value_name = "T.onnx")]
     pub teacher: Option<PathBuf>,
     /// Gain of the dense distillation term (with --teacher).
