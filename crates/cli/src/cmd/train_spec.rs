@@ -95,6 +95,8 @@ pub fn spec_from_args(
         }
     }
     let needs_model = set("imgsz") || set("optimizer") || set("lr0");
+    // Loaded once for what below reads the model (a new run always does).
+    let mut loaded = None;
     if needs_model {
         let model = headroom_onnx::Model::load(&spec.model)?;
         let inspection = headroom_onnx::inspect::inspect(&model)?;
@@ -133,9 +135,18 @@ pub fn spec_from_args(
                 }
             }
         }
+        loaded = Some((model, inspection));
     }
     if base.is_none() && !args.given.iter().any(|g| g == "batch") {
-        default_batch_within_the_export(&mut spec)?;
+        let (model, inspection) = match loaded {
+            Some(pair) => pair,
+            None => {
+                let model = headroom_onnx::Model::load(&spec.model)?;
+                let inspection = headroom_onnx::inspect::inspect(&model)?;
+                (model, inspection)
+            }
+        };
+        default_batch_within_the_export(&mut spec, &model, &inspection)?;
     }
     // Sized from the run's own epochs and batch (set above); on resume only when given.
     if set("nbs") {
@@ -255,11 +266,13 @@ fn default_augmentation_off(args: &Args, augment: &mut headroom_train::augment::
 /// The default batch (2) where the export allows it: a static export whose batch is fixed at 1 and
 /// whose part to train reshapes with it (attention layers of 11, v10, 26 when more than the head
 /// trains) trains at batch 1, said in a line (given `--batch 2`, the run refuses it).
-fn default_batch_within_the_export(spec: &mut headroom_run::spec::RunSpec) -> anyhow::Result<()> {
-    let model = headroom_onnx::Model::load(&spec.model)?;
-    let inspection = headroom_onnx::inspect::inspect(&model)?;
+fn default_batch_within_the_export(
+    spec: &mut headroom_run::spec::RunSpec,
+    model: &headroom_onnx::Model,
+    inspection: &headroom_onnx::inspect::Inspection,
+) -> anyhow::Result<()> {
     let [w, h] = spec.settings.imgsz;
-    let limit = headroom_plan::Planner::new(&model, &inspection, 0).batch_limit(spec.trainable()?, [h, w])?;
+    let limit = headroom_plan::Planner::new(model, inspection, 0).batch_limit(spec.trainable()?, [h, w])?;
     if limit < spec.settings.batch {
         tracing::info!(
             "--batch {limit}: the export's batch is fixed at 1 and the part to train ({}) reshapes with it \
