@@ -96,6 +96,42 @@ fn a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_result_and_a_finished_ru
     assert!(shorter.to_string().contains("settings.epochs"), "{shorter}");
 }
 
+/// Records, after each pass of the first epoch, whether a mid-epoch checkpoint exists.
+struct CheckpointSeen {
+    path: PathBuf,
+    passes: usize,
+    seen: Vec<bool>,
+}
+
+impl Observer for CheckpointSeen {
+    fn pass(&mut self, _report: &headroom_train::state::PassReport) {
+        if self.seen.len() < self.passes {
+            self.seen.push(self.path.exists());
+        }
+    }
+}
+
+/// Checkpoints within an epoch come by time when steps are not counted (`save_period = 0`): with
+/// an interval of a microsecond after the first step, with an interval longer than the run never
+/// before the epoch's end.
+#[test]
+fn checkpoints_within_an_epoch_come_by_time_as_well_as_by_steps() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = data(tmp.path());
+    let passes = 5; // 12 images at batch 2: 6 passes, the last ends the epoch
+    for (interval, expect) in [(1e-6, true), (1e6, false)] {
+        let mut spec = spec(&data);
+        spec.settings.epochs = 1;
+        spec.settings.save_period = 0;
+        spec.settings.save_interval = interval;
+        let dir = tmp.path().join(format!("every-{interval}"));
+        let mut observer = CheckpointSeen { path: dir.join("ckpt/last.pt"), passes, seen: Vec::new() };
+        let end = run::start(&spec, &dir, &options(None), &mut observer).expect("run");
+        assert!(matches!(end, RunEnd::Finished(_)), "{end:?}");
+        assert_eq!(observer.seen, vec![expect; passes], "interval {interval} s");
+    }
+}
+
 #[test]
 fn a_bad_saved_value_is_refused_before_training() {
     let tmp = tempfile::tempdir().expect("tempdir");

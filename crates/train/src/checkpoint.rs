@@ -61,6 +61,7 @@ impl Trainer<'_> {
         let mut bytes = Vec::new();
         Tensor::save_multi_to_stream(&named, &mut bytes)?;
         headroom_core::fsio::write_atomic(path, &bytes)?;
+        self.saved_at.set(std::time::Instant::now());
         Ok(())
     }
 

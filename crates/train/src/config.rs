@@ -72,8 +72,13 @@ pub struct TrainConfig {
     /// Ignored on the CPU (the CLI says so and records false).
     #[serde(default)]
     pub amp: bool,
-    /// Optimiser steps between checkpoints within an epoch (0: at epoch ends only).
+    /// Optimiser steps between checkpoints within an epoch (0: not by steps).
     pub save_period: u64,
+    /// Seconds of training between checkpoints within an epoch (0: not by time). A checkpoint is
+    /// written after the optimiser step at which either this or `save_period` is due; epoch ends
+    /// always write one.
+    #[serde(default = "default_save_interval")]
+    pub save_interval: f64,
     /// Seed of the data order and the augmentation.
     pub seed: u64,
     /// Model input width and height.
@@ -105,7 +110,8 @@ impl Default for TrainConfig {
             anchor: 0.0,
             checkpoint: true,
             amp: false,
-            save_period: 10,
+            save_period: 0,
+            save_interval: default_save_interval(),
             seed: 0,
             imgsz: [640, 640],
             max_bad_steps: 10,
@@ -115,6 +121,12 @@ impl Default for TrainConfig {
 
 fn default_dense_kd() -> f64 {
     1.0
+}
+
+/// Seconds between checkpoints within an epoch: a step every pass at 160 px is ~0.1 s, and a
+/// checkpoint every 10 steps cost ~7 % of such a run (docs/BENCHMARKS.md "Cheap steps").
+fn default_save_interval() -> f64 {
+    60.0
 }
 
 /// The learning rate of `--optimizer auto` for `nc` classes: Ultralytics' `0.002 · 5 / (4 + nc)`,
@@ -175,6 +187,7 @@ impl TrainConfig {
             return bad("ignore_band", format!("{low},{high}"), "0 <= low < high <= 1");
         }
         real("anchor", self.anchor, (0.0..=1e6).contains(&self.anchor), "[0, 1e6]")?;
+        real("save_interval", self.save_interval, self.save_interval >= 0.0, "[0, inf)")?;
         let a = &self.augment;
         for (key, v) in [("augment.hsv_h", a.hsv_h), ("augment.hsv_s", a.hsv_s), ("augment.hsv_v", a.hsv_v)] {
             real(key, f64::from(v), (0.0..=1.0).contains(&v), "[0, 1]")?;

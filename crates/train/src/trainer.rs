@@ -66,6 +66,8 @@ pub struct Trainer<'a> {
     pub(crate) progress: Progress,
     soft: SoftTargets,
     checkpoint_path: Option<PathBuf>,
+    /// When the last checkpoint was written (or the trainer made): `save_interval` counts from it.
+    pub(crate) saved_at: std::cell::Cell<std::time::Instant>,
     start_checkpoint: Option<PathBuf>,
     trunk: Trunk<'a>,
     phases: RefCell<[f64; 5]>,
@@ -114,6 +116,7 @@ impl<'a> Trainer<'a> {
             progress: Progress::default(),
             soft: SoftTargets::new(),
             checkpoint_path: None,
+            saved_at: std::cell::Cell::new(std::time::Instant::now()),
             start_checkpoint: None,
             trunk: Trunk::Torch,
             phases: RefCell::new([0.0; 5]),
@@ -171,7 +174,7 @@ impl<'a> Trainer<'a> {
         self.soft = soft;
     }
 
-    /// Where checkpoints within an epoch go (every `save_period` optimiser steps).
+    /// Where checkpoints within an epoch go (every `save_period` optimiser steps or `save_interval` seconds).
     pub fn set_checkpoint_path(&mut self, path: &Path) {
         self.checkpoint_path = Some(path.to_path_buf());
     }
@@ -345,7 +348,9 @@ impl<'a> Trainer<'a> {
                 self.phases.borrow_mut()[4] += stepping.elapsed().as_secs_f64();
                 since_step = 0;
                 let period = cfg.save_period;
-                let periodic = period > 0 && self.progress.optimizer_steps.is_multiple_of(period);
+                let periodic = (period > 0 && self.progress.optimizer_steps.is_multiple_of(period))
+                    || (cfg.save_interval > 0.0
+                        && self.saved_at.get().elapsed().as_secs_f64() >= cfg.save_interval);
                 let stopping = self.stop_requested();
                 if (periodic || stopping) && pass + 1 < passes {
                     self.progress.seconds = seconds_before + started.elapsed().as_secs_f64();

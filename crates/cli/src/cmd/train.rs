@@ -190,9 +190,16 @@ pub struct Args {
     /// with a warning: the run trains in fp32.
     #[arg(long)]
     pub amp: bool,
-    /// Checkpoint every N optimiser steps within an epoch (0: at epoch ends only).
-    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 10)]
+    /// Checkpoint within an epoch every N optimiser steps (0: not by steps). Epoch ends always
+    /// write one; see also --save-interval.
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0)]
     pub save_period: u64,
+    /// Checkpoint within an epoch after the first optimiser step that ends this many seconds after
+    /// the last checkpoint (0: not by time). A run killed at any moment loses about this much
+    /// training, or --save-period steps when that comes first.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    #[arg(value_parser = super::provider_args::number_arg::<f64>)]
+    pub save_interval: f64,
     /// Old-domain data to replay against forgetting: each epoch adds a seeded sample of this dataset's
     /// train split to the new images (docs/TRAIN.md: without it a field retrain lost 21.6 points on
     /// the old scenes, with as many replayed images 0.65).

@@ -227,6 +227,9 @@ fn apply_setting_flags(
     if set("save_period") {
         s.save_period = args.save_period;
     }
+    if set("save_interval") {
+        s.save_interval = args.save_interval;
+    }
     if set("seed") {
         s.seed = args.seed;
     }
