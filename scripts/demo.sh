@@ -8,15 +8,17 @@
 #      holds a fifth of them out (label's val split, pseudo-labelled too)
 #   5. headroom train --preset field-accurate (configs/runs.toml, the best measured in
 #      docs/BENCHMARKS.md "Adaptation"): headroom train's defaults (every layer, batch 2,
-#      checkpointed, Ultralytics' augmentation, 30 epochs) with dense distillation from the teacher
-#      run on each batch (gain 3), an optimiser step every pass, AdamW at 0.004; on label's train
-#      split, replaying base images against forgetting, picking best.onnx on label's held-out split
+#      checkpointed, Ultralytics' augmentation) for 100 epochs with dense distillation from the
+#      teacher run on each batch (gain 3), --nbs auto's optimiser steps, AdamW at 0.004; on label's
+#      train split, replaying base images against forgetting, picking best.onnx on label's held-out
+#      split
 #   6. evaluates the retrained student (best.onnx) on both: field/ (true labels) picked nothing
 #   (plan: the memory of each training configuration on an Orin Nano 4GB, charted in the report)
 #   7. headroom export: FP16 and INT8 (Q/DQ + TensorRT calibration cache, calibrated on the field
 #      images) of the retrained student, each scored on the field val split; prints the tables and
 #      writes demo-out/report/ (summary.md with the tables and step times, PNG plots)
-# Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build; HEADROOM_DEMO_EPOCHS (30).
+# Output: demo-out/ (git-ignored). Env: CARGO_TARGET_DIR to reuse a build; HEADROOM_DEMO_EPOCHS (the
+# preset's 100; fewer for a quicker look that adapts less).
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +29,8 @@ stage() { headroom_step "$*"; printf '\n== %s\n' "$*" >&2; }
 model=models/demo/yolov8n-shapes-160.onnx
 teacher=models/demo/teacher-shapes-160.onnx
 out=${HEADROOM_DEMO_OUT:-demo-out}
-epochs=${HEADROOM_DEMO_EPOCHS:-30}
+epochs=()
+if [ -n "${HEADROOM_DEMO_EPOCHS:-}" ]; then epochs=(--epochs "$HEADROOM_DEMO_EPOCHS"); fi
 [ -f "$model" ] || fail "$model is missing from the checkout"
 [ -f "$teacher" ] || fail "$teacher is missing from the checkout (scripts/fixtures/train_demo_teacher.py makes it)"
 
@@ -85,7 +88,7 @@ times[plan]=$SECONDS
 stage "headroom train --preset field-accurate: the student on the pseudo-labels (all layers, augmentation, the teacher distilled, --replay base)"
 rm -rf "$out/runs/field"
 "$bin" train --model "$model" --data "$out/field-labelled/data.yaml" --replay "$out/base-train/data.yaml" \
-  --preset field-accurate --epochs "$epochs" --teacher "$teacher" --project "$out/runs" --name field \
+  --preset field-accurate "${epochs[@]}" --teacher "$teacher" --project "$out/runs" --name field \
   || fail "headroom train"
 
 times[train]=$SECONDS

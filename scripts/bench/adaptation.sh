@@ -6,13 +6,19 @@
 # held-out split (best.onnx is picked on it, so the reported splits selected nothing); each setting
 # trains with 1:1 replay of 64 `base` images (seed 1) and `headroom train`'s defaults for what it
 # does not set, and its best.onnx is scored on both. `TEACHER` in a setting's flags is the teacher.
+# A setting whose flags start with `ultralytics` is an Ultralytics peer on the same pseudo-labels and
+# the same replayed images (scripts/bench/train_peers.py FLAGS: its --freeze, --batch, --epochs;
+# from the student rebuilt as a .pt by scripts/fixtures/onnx_to_pt.py, BatchNorms calibrated on the
+# replayed images; its last.onnx scored as headroom's; needs scripts/ultralytics-env.sh), e.g.
+#   "Ultralytics freeze=10 batch=2:ultralytics --freeze 10 --batch 2 --epochs 30"
+# (TRUE_LABELS among its flags: the field images' true labels instead of the pseudo-labels).
 #
 # Usage: scripts/bench/adaptation.sh [WORK_DIR] [-- "NAME:FLAGS" ...]
 #   e.g. scripts/bench/adaptation.sh /tmp/adapt "defaults:" "head:--train head --nbs 64"
 # Env: ADAPT_EPOCHS (train's default; a setting's own --epochs wins), ADAPT_FIELD_IMAGES (64 field images labelled),
 #      ADAPT_PRESET (field: the shifted scenes' synth preset), ADAPT_PARALLEL (1: settings at a time).
-# Prints one Markdown row per setting (new scenes, share of the gap, old scenes, seconds) and the
-# load average. Needs scripts/setup.sh and a built headroom (cargo build -p headroom-cli).
+# Prints one Markdown row per setting (new scenes, share of the gap, old scenes, seconds; a peer's
+# row adds its peak RSS) and the load average. Needs scripts/setup.sh and a built headroom (cargo build -p headroom-cli).
 # shellcheck source=../lib/errtrap.sh
 source "$(dirname "$0")/../lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -72,11 +78,56 @@ f, b, s, t, sb = map(float, sys.argv[2:7])
 print(f"| {name} | {f:.3f} ({f - s:+.3f}) | {100 * (f - s) / (t - s):.0f} % | {b:.3f} ({b - sb:+.3f}) | {sys.argv[7]} |", flush=True)
 PY
 }
+# run_peer NAME FLAGS: an Ultralytics peer (FLAGS after `ultralytics`) and its row.
+run_peer() {
+  local name=$1 flags=${2#ultralytics} dir py=$root/.deps/ultralytics/bin/python json train=$work/labelled/train.txt
+  # TRUE_LABELS: the field images with their true labels (all of field-train) instead of the teacher's.
+  [[ " $flags " == *" TRUE_LABELS "* ]] && { train=$work/field-train/images/train; flags=${flags//TRUE_LABELS/}; }
+  dir="$work/peers/$(echo "$name" | tr ' +()=,' '______')"
+  [ -x "$py" ] || { echo "| $name | no Ultralytics environment (scripts/ultralytics-env.sh) | | | |"; return; }
+  mkdir -p "$work/peers"
+  (
+    # shellcheck source=/dev/null
+    source "$root/.deps/ultralytics.env"
+    if [ ! -f "$work/student.pt" ]; then
+      # Peers may run side by side: each converts into its own file, the rename publishes one.
+      OMP_NUM_THREADS=1 "$py" "$root/scripts/fixtures/onnx_to_pt.py" "$model" "$work/student.$BASHPID.pt" \
+        --headroom "$bin" --calibrate "$work/base-train/images/train" >"$work/student.pt.log" 2>&1 \
+        || { echo "| $name | failed (see $work/student.pt.log) | | | |"; exit; }
+      mv -f "$work/student.$BASHPID.pt" "$work/student.pt"
+    fi
+    # The same pseudo-labels (or true labels) and replayed images as headroom's runs (all of them each
+    # epoch), label's held-out split as val.
+    cat >"$dir.data.yaml" <<YAML
+train: [$train, $work/base-train/images/train]
+val: $work/labelled/val.txt
+nc: 3
+names: ["circle","square","triangle"]
+YAML
+    # shellcheck disable=SC2086
+    json=$(OMP_NUM_THREADS=1 "$py" "$root/scripts/bench/train_peers.py" --headroom "$bin" --pt "$work/student.pt" \
+      --data "$dir.data.yaml" --val "$work/field/data.yaml" "$work/base/data.yaml" --threads 1 \
+      --work "$work/peers" --name "$(basename "$dir")" $flags 2>"$dir.log" | tail -n 1) \
+      || { echo "| $name | failed (see $dir.log) | | | |"; exit; }
+    python3 - "$name" "$json" "$student_field" "$teacher_field" "$student_base" "$work" <<'PY'
+import json, sys
+name, report = sys.argv[1], json.loads(sys.argv[2])
+s, t, sb = map(float, sys.argv[3:6])
+f = report["val"][f"{sys.argv[6]}/field/data.yaml"]["after"]["map50_95"]
+b = report["val"][f"{sys.argv[6]}/base/data.yaml"]["after"]["map50_95"]
+print(f"| {name} | {f:.3f} ({f - s:+.3f}) | {100 * (f - s) / (t - s):.0f} % | {b:.3f} ({b - sb:+.3f}) | "
+      f"{report['seconds']:.0f} (peak {report['peak_mb']:.0f} MB at 160) |", flush=True)
+PY
+  )
+}
 mkdir -p "$work/runs"
 parallel=${ADAPT_PARALLEL:-1}
 for config in "${configs[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n; done
-  run_one "${config%%:*}" "${config#*:}" &
+  case "${config#*:}" in
+    ultralytics*) run_peer "${config%%:*}" "${config#*:}" & ;;
+    *) run_one "${config%%:*}" "${config#*:}" & ;;
+  esac
 done
 wait
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
