@@ -31,6 +31,7 @@ impl Trainer<'_> {
     /// Writes the weights, averages, optimiser state and progress (position in the epoch included)
     /// to `path` atomically (a temporary beside it, then a rename).
     pub fn save_checkpoint(&self, path: &Path) -> Result<()> {
+        let started = std::time::Instant::now();
         let mut named: Vec<(String, Tensor)> = Vec::new();
         for (n, p) in self.student.parameters() {
             named.push((format!("param/{n}"), p.detach().copy()));
@@ -62,6 +63,12 @@ impl Trainer<'_> {
         Tensor::save_multi_to_stream(&named, &mut bytes)?;
         headroom_core::fsio::write_atomic(path, &bytes)?;
         self.saved_at.set(std::time::Instant::now());
+        tracing::debug!(
+            "checkpoint {} written: {:.1} MB in {:.3} s",
+            path.display(),
+            bytes.len() as f64 / 1e6,
+            started.elapsed().as_secs_f64()
+        );
         Ok(())
     }
 

@@ -124,7 +124,7 @@ fn default_dense_kd() -> f64 {
 }
 
 /// Seconds between checkpoints within an epoch: a step every pass at 160 px is ~0.1 s, and a
-/// checkpoint every 10 steps cost ~7 % of such a run (docs/BENCHMARKS.md "Cheap steps").
+/// checkpoint every 10 steps cost ~10 % of such a run (docs/BENCHMARKS.md "Cheap steps").
 fn default_save_interval() -> f64 {
     60.0
 }
