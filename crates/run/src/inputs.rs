@@ -77,6 +77,20 @@ impl Inputs {
                         ),
                     });
                 }
+                // Replayed images teach the model's own classes: other names are another dataset.
+                if let Some(names) = model.names.as_deref()
+                    && names != old.names.as_slice()
+                {
+                    return Err(Error::Input {
+                        path: path.clone(),
+                        reason: format!(
+                            "the replay dataset's classes ({}) are not the model's ({}): replay images of \
+                             the scenes the model was trained on, labelled with its classes",
+                            old.names.join(", "),
+                            names.join(", ")
+                        ),
+                    });
+                }
                 load_split(&old, Split::Train, LoadOptions::default())?.images
             }
             None => Vec::new(),

@@ -28,6 +28,9 @@ pub struct RenormStep {
     pub shift: f64,
 }
 
+/// The fewest new images whose statistics re-normalisation measures.
+pub const MIN_NEW_IMAGES: usize = 8;
+
 /// The model `bytes` (from `path`) with its first `count` Convs re-normalised from the `old`
 /// images' statistics to the `new` ones', at input `imgsz` (width, height); what was done per Conv.
 pub fn renormalise(
@@ -46,9 +49,9 @@ pub fn renormalise(
                 .into(),
         ));
     }
-    if new.len() < 8 {
+    if new.len() < MIN_NEW_IMAGES {
         return Err(spec(format!(
-            "{} new images are too few to measure statistics on (8 at least)",
+            "{} new images are too few to measure statistics on ({MIN_NEW_IMAGES} at least)",
             new.len()
         )));
     }

@@ -124,6 +124,16 @@ fn starting_model(spec: &RunSpec, threads: usize) -> Result<Start> {
     if spec.renorm == 0 {
         return Ok(Start { bytes, model, base_sha, inputs, renorm: Vec::new() });
     }
+    if inputs.train.len() < crate::renorm::MIN_NEW_IMAGES {
+        return Err(Error::Input {
+            path: spec.data.clone(),
+            reason: format!(
+                "--renorm: {} training images are too few to measure the new scenes' statistics on ({} at least)",
+                inputs.train.len(),
+                crate::renorm::MIN_NEW_IMAGES
+            ),
+        });
+    }
     let (bytes, renorm) = crate::renorm::renormalise(
         &spec.model,
         &bytes,
