@@ -8,34 +8,13 @@ mod common;
 mod with_libraries {
     use std::path::Path;
 
-    use crate::common::{demo_model, headroom, s, synth_field};
-
-    fn stderr(out: &std::process::Output) -> String {
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
+    use crate::common::{s, short_train, synth_field};
 
     /// `headroom train` on `data` with `extra`, in `project/run`: refused naming `file` and `want`,
     /// with no run folder left.
     fn refused(data: &Path, project: &Path, extra: &[&str], file: &Path, want: &str) {
-        let model = demo_model();
-        let mut args = vec![
-            "train",
-            "--model",
-            s(&model),
-            "--data",
-            s(data),
-            "--epochs",
-            "1",
-            "--threads",
-            "1",
-            "--project",
-            s(project),
-            "--name",
-            "run",
-        ];
-        args.extend_from_slice(extra);
-        let out = headroom(&args);
-        let text = stderr(&out);
+        let out = short_train(data, project, "run", "1", false, extra);
+        let text = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{extra:?} trained:\n{text}");
         assert!(
             text.contains(s(file)) && text.contains(want),
@@ -44,11 +23,15 @@ mod with_libraries {
         assert!(!project.join("run").exists(), "{extra:?}: a run folder was written");
     }
 
+    /// A field dataset of `train` + `val` images under `dir`, and an old one of 8 beside it.
+    fn datasets(dir: &Path, train: usize, val: usize) -> (std::path::PathBuf, std::path::PathBuf) {
+        (synth_field(dir, train, val), synth_field(&dir.join("old"), 8, 1))
+    }
+
     #[test]
     fn a_replay_set_of_other_classes_is_refused_naming_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let data = synth_field(dir.path(), 4, 2);
-        let old = synth_field(&dir.path().join("old"), 4, 1);
+        let (data, old) = datasets(dir.path(), 4, 2);
         let yaml = std::fs::read_to_string(&old).expect("data.yaml");
         let renamed = yaml.replace("circle", "bolt").replace("square", "nut").replace("triangle", "washer");
         assert_ne!(yaml, renamed, "the synth data.yaml names its classes");
@@ -66,8 +49,7 @@ mod with_libraries {
     #[test]
     fn too_few_new_images_to_renormalise_on_are_refused_naming_the_dataset() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let data = synth_field(dir.path(), 4, 2);
-        let old = synth_field(&dir.path().join("old"), 8, 1);
+        let (data, old) = datasets(dir.path(), 4, 2);
         let project = dir.path().join("runs");
         refused(
             &data,
