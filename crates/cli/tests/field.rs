@@ -107,7 +107,7 @@ mod with_libraries {
     /// Runs `headroom ARGS` with no Python reachable (an empty PATH) and these variables.
     fn run(args: &[String], env: &[(&str, &str)]) -> Output {
         let mut command = headroom_command();
-        command.args(args).env("PATH", "").env_remove("HEADROOM_FIELD_KILL_AT");
+        command.args(args).env("PATH", "").env_remove("HEADROOM_FIELD_KILL_AT").env_remove("TRTEXEC");
         for (k, v) in env {
             command.env(k, v);
         }
@@ -123,8 +123,19 @@ mod with_libraries {
         let scene = scene();
         let args = field_args(&scene, &scene.always);
         let work = work(&scene);
+        // A stand-in trtexec found through $TRTEXEC, as JetPack's is found off PATH (builtins only:
+        // the runs have an empty PATH).
+        let trtexec = scene.root.join("trtexec");
+        std::fs::write(
+            &trtexec,
+            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --saveEngine=*) printf plan > \"${a#--saveEngine=}\";; esac; done\n\
+             echo '[TensorRT v100300] [b30] # trtexec'\necho '[I] Selected Device: Orin'\n",
+        )
+        .expect("write trtexec");
+        std::fs::set_permissions(&trtexec, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let with_trtexec = ("TRTEXEC", s(&trtexec));
         for point in ["label:mid", "plan", "train:mid", "export:mid", "eval", "deploy", "deploy-swap"] {
-            let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", point)]);
+            let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", point), with_trtexec]);
             assert_eq!(out.status.signal(), Some(9), "killed at {point}: {}", text(&out));
             assert!(text(&out).contains(&format!("HEADROOM_FIELD_KILL_AT={point}")), "{}", text(&out));
             assert_eq!(
@@ -138,7 +149,7 @@ mod with_libraries {
         let prev = scene.root.join("app/model.onnx.prev");
         assert_eq!(sha(&prev), scene.original, "the kill before the swap kept the original as .prev");
 
-        let out = run(&args, &[]);
+        let out = run(&args, &[with_trtexec]);
         assert!(out.status.success(), "the rerun finishes: {}", text(&out));
         assert!(text(&out).contains("continuing field run"), "{}", text(&out));
         let candidate = sha(&work.join("run/train/best.onnx"));
@@ -150,6 +161,13 @@ mod with_libraries {
         assert_eq!(summary["decision"], "deployed", "{summary}");
         for step in ["label", "plan", "train", "export", "eval", "deploy"] {
             assert!(summary["step_seconds"][step].is_number(), "{step} timed: {summary}");
+        }
+        // Engines built through the trtexec that $TRTEXEC named (issue 33: not only one on PATH).
+        let engines = summary["engines"].as_array().cloned().unwrap_or_default();
+        assert_eq!(engines.len(), 2, "an fp16 and an int8 engine: {summary}");
+        for engine in &engines {
+            let file = engine["engine"].as_str().unwrap_or_default();
+            assert_eq!(std::fs::read(file).unwrap_or_default(), b"plan", "{engine}");
         }
         let report = std::fs::read_to_string(work.join("run/report.md")).expect("report.md");
         assert!(report.contains("| gain |") && report.contains("| old-scenes |"), "{report}");
@@ -197,7 +215,9 @@ mod with_libraries {
         quick_args.extend(["--epochs".into(), "1".into(), "--json".into()]);
         let out = run(&quick_args, &[]);
         assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("no trtexec ($TRTEXEC, /usr/src/tensorrt/bin/trtexec, PATH)"), "{}", text(&out));
         let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json summary");
+        assert!(summary["engines"].is_null(), "no engines without trtexec: {summary}");
         assert_eq!(summary["decision"], "kept", "{summary}");
         assert_eq!(summary["decided_by"], "gain", "{summary}");
         assert_eq!(sha(&scene.deployed), deployed_before);

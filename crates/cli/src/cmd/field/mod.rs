@@ -636,8 +636,13 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                 a.extend(["--threads".into(), threads.clone()]);
                 a.extend(runs_on.iter().cloned());
                 a.extend(board.iter().cloned());
-                if which("trtexec").is_some() {
-                    a.push("--engine".into());
+                // The same search as `export --engine`: $TRTEXEC, JetPack's path (not on PATH), PATH.
+                match headroom_trt::find_trtexec(None) {
+                    Some(trtexec) => a.extend(["--engine".into(), "--trtexec".into(), path(&trtexec)]),
+                    None => eprintln!(
+                        "no trtexec ($TRTEXEC, {}, PATH): the ONNX files are exported, no TensorRT engine is built",
+                        headroom_trt::JETPACK_TRTEXEC
+                    ),
                 }
                 ctx.child("export", &a, &ctx.run.join("export.json"), &ctx.run.join("export"))
             }),
@@ -716,7 +721,3 @@ fn path(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// An executable on PATH.
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
-}
