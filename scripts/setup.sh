@@ -26,6 +26,7 @@ step() { headroom_step "$*"; echo "setup: $*" >&2; }
 TORCH_VERSION=2.13.0
 CUDART_VERSION=13.0.96   # libcudart.so.13: libtorch_cpu links it even on CPU
 CUPTI_VERSION=13.0.85    # libcupti.so.13: likewise (profiler)
+CRT_VERSION=13.0.88      # nvidia-cuda-crt: crt/host_config.h, which the CUDA runtime headers include
 ORT_VERSION=1.31.1
 # The oldest set: JetPack 6's PyTorch 2.5 and ONNX Runtime 1.20; PyPI's torch 2.5.1 links CUDA 12.4's.
 OLDEST_TORCH_VERSION=2.5.1
@@ -45,15 +46,18 @@ case "${1:-}" in
 esac
 case "$libs" in
   newest)
+    CUDA_HEADERS=cu13
     CUDART_WHEEL=nvidia-cuda-runtime==$CUDART_VERSION CUDART_LIB=nvidia/cu13/lib/libcudart.so.13
     CUPTI_WHEEL=nvidia-cuda-cupti==$CUPTI_VERSION CUPTI_LIB=nvidia/cu13/lib/libcupti.so.13
     LAYOUT=libtorch LT_NAME=libtorch ENV_NAME=env.sh ;;
   oldest)
+    CUDA_HEADERS=""   # the CUDA memory readings are compiled without headers here (they answer "not built in")
     TORCH_VERSION=$OLDEST_TORCH_VERSION ORT_VERSION=$OLDEST_ORT_VERSION
     CUDART_WHEEL=nvidia-cuda-runtime-cu12==$OLDEST_CUDA12_VERSION CUDART_LIB=nvidia/cuda_runtime/lib/libcudart.so.12
     CUPTI_WHEEL=nvidia-cuda-cupti-cu12==$OLDEST_CUDA12_VERSION CUPTI_LIB=nvidia/cuda_cupti/lib/libcupti.so.12
     LAYOUT=wheel ENV_NAME=env-oldest.sh ;;
   device)
+    CUDA_HEADERS=cu13
     TORCH_VERSION=$DEVICE_TORCH_VERSION ORT_VERSION=$DEVICE_ORT_VERSION
     CUDART_WHEEL=nvidia-cuda-runtime==$CUDART_VERSION CUDART_LIB=nvidia/cu13/lib/libcudart.so.13
     CUPTI_WHEEL=nvidia-cuda-cupti==$CUPTI_VERSION CUPTI_LIB=nvidia/cu13/lib/libcupti.so.13
@@ -130,6 +134,24 @@ if [ ! -f "$ort_lib" ]; then
   [ -f "$ort_lib" ] || fail "the onnxruntime wheel has no libonnxruntime.so.$ORT_VERSION"
 fi
 
+# --- CUDA runtime headers ---------------------------------------------------------------
+# Only headers, no library: vendor/torch-sys compiles headroom's CUDA memory readings with them
+# (libtch/headroom_cuda.cpp), which then work wherever libtorch's CUDA part is loaded at run time.
+cuda_include_line=""
+if [ -n "$CUDA_HEADERS" ]; then
+  cuda_include="$deps/cuda-headers-$CUDART_VERSION-$CRT_VERSION/nvidia/$CUDA_HEADERS/include"
+  if [ ! -f "$cuda_include/cuda_runtime.h" ] || [ ! -f "$cuda_include/crt/host_config.h" ]; then
+    rm -rf "$deps/cuda-headers-$CUDART_VERSION-$CRT_VERSION"
+    download "$CUDART_WHEEL" "$(wheel_glob "$CUDART_WHEEL")"; cudart_whl=$WHEEL
+    download "nvidia-cuda-crt==$CRT_VERSION" "$(wheel_glob "nvidia-cuda-crt==$CRT_VERSION")"; crt_whl=$WHEEL
+    step "unpacking the CUDA $CUDART_VERSION runtime headers"
+    extract "$cudart_whl" "$deps/cuda-headers-$CUDART_VERSION-$CRT_VERSION" "nvidia/$CUDA_HEADERS/include/"
+    extract "$crt_whl" "$deps/cuda-headers-$CUDART_VERSION-$CRT_VERSION" "nvidia/$CUDA_HEADERS/include/"
+    [ -f "$cuda_include/crt/host_config.h" ] || fail "the CUDA runtime and crt wheels gave no $cuda_include/crt/host_config.h"
+  fi
+  cuda_include_line="export HEADROOM_CUDA_INCLUDE=\"$cuda_include\""
+fi
+
 # --- checks -------------------------------------------------------------------------------
 for f in "$lt/lib/libtorch_cpu.so" "$lt/lib/libtorch.so" "$lt/lib/libc10.so" "$src/$CUDART_LIB" "$src/$CUPTI_LIB"; do
   [ -e "$f" ] || fail "$f is missing: delete $deps and run scripts/setup.sh again"
@@ -148,5 +170,6 @@ export LIBTORCH="$lt"
 export LIBTORCH_CXX11_ABI=$abi
 export ORT_DYLIB_PATH="$ort_lib"
 export LD_LIBRARY_PATH="$lt/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+${cuda_include_line:-unset HEADROOM_CUDA_INCLUDE}
 ENV
 step "ready ($libs set, .deps/$ENV_NAME): libtorch $TORCH_VERSION in $lt, ONNX Runtime $ORT_VERSION at $ort_lib ($({ du -shL "$deps" --exclude=wheels --exclude=ultralytics 2>/dev/null || true; } | cut -f1) installed)"

@@ -12,7 +12,9 @@
 //! `include/` and `lib/` when they differ), LIBTORCH_CXX11_ABI (0 or 1; default: read from libc10),
 //! LIBTORCH_BYPASS_VERSION_CHECK (accept a version outside the range; unsupported).
 //! Outputs for dependents (`links = "tch"`): DEP_TCH_LIBTORCH_LIB, DEP_TCH_LIBTORCH_VERSION,
-//! DEP_TCH_LIBTORCH_CUDA (1 when the libtorch has libtorch_cuda.so).
+//! DEP_TCH_LIBTORCH_CUDA (1 when the libtorch has libtorch_cuda.so), DEP_TCH_CUDA_MEMORY (1 when
+//! `libtch/headroom_cuda.cpp` was compiled with the CUDA runtime headers: HEADROOM_CUDA_INCLUDE,
+//! CUDA_HOME or /usr/local/cuda).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -47,6 +49,25 @@ fn header_version(include: &Path) -> Option<(u32, u32, u32)> {
 fn cxx11_abi(lib: &Path) -> Option<bool> {
     let bytes = std::fs::read(lib.join("libc10.so")).ok()?;
     Some(bytes.windows(7).any(|w| w == b"B5cxx11"))
+}
+
+/// The folder holding the CUDA runtime headers (`cuda_runtime.h` and its `crt/host_config.h`):
+/// HEADROOM_CUDA_INCLUDE (scripts/setup.sh writes it: the headers of the pinned CUDA runtime
+/// wheels), else CUDA_HOME's, else /usr/local/cuda's (JetPack's toolkit).
+fn cuda_headers() -> Option<PathBuf> {
+    let complete = |dir: &Path| dir.join("cuda_runtime.h").is_file() && dir.join("crt/host_config.h").is_file();
+    if let Some(dir) = env_var("HEADROOM_CUDA_INCLUDE").map(PathBuf::from) {
+        if complete(&dir) {
+            return Some(dir);
+        }
+        println!(
+            "cargo:warning=HEADROOM_CUDA_INCLUDE={} has no cuda_runtime.h with crt/host_config.h: CUDA memory readings left out",
+            dir.display()
+        );
+        return None;
+    }
+    let home = env_var("CUDA_HOME").map(|home| PathBuf::from(home).join("include"));
+    home.into_iter().chain([PathBuf::from("/usr/local/cuda/include")]).find(|dir| complete(dir))
 }
 
 fn main() -> Result<()> {
@@ -91,10 +112,13 @@ fn main() -> Result<()> {
 
     println!("cargo:libtorch_lib={}", lib.display());
     println!("cargo:libtorch_version={major}.{minor}.{patch}");
-    for file in ["torch_api.cpp", "torch_api.h", "headroom_ops.cpp", "headroom_api.cpp", "torch_api_generated.h"] {
+    for file in
+        ["torch_api.cpp", "torch_api.h", "headroom_ops.cpp", "headroom_api.cpp", "headroom_cuda.cpp", "torch_api_generated.h"]
+    {
         println!("cargo:rerun-if-changed=libtch/{file}");
     }
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
         .pic(true)
         .warnings(false)
@@ -103,8 +127,16 @@ fn main() -> Result<()> {
         .flag("-std=c++17")
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={}", u8::from(abi)))
         .flag("-DGLOG_USE_GLOG_EXPORT")
-        .files(["libtch/torch_api.cpp", "libtch/headroom_ops.cpp", "libtch/headroom_api.cpp"])
-        .compile("tch");
+        .files(["libtch/torch_api.cpp", "libtch/headroom_ops.cpp", "libtch/headroom_api.cpp", "libtch/headroom_cuda.cpp"]);
+    // The CUDA memory readings need the CUDA runtime headers (c10/cuda includes cuda_runtime.h),
+    // never a CUDA library: with them, the same binary reads the allocator wherever libtorch's CUDA
+    // part is loaded at run time.
+    let cuda_include = cuda_headers();
+    println!("cargo:cuda_memory={}", u8::from(cuda_include.is_some()));
+    if let Some(dir) = &cuda_include {
+        build.include(dir).define("HEADROOM_CUDA_HEADERS", None);
+    }
+    build.compile("tch");
 
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-lib=static=tch");

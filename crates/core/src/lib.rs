@@ -19,6 +19,7 @@ pub mod imageio;
 pub mod letterbox;
 pub mod metrics;
 pub mod preprocess;
+pub mod process;
 pub mod synth;
 
 pub use error::{Error, ImageProblem, LabelProblem, Result};

@@ -39,7 +39,8 @@ pub struct MemoryLines {
 /// - `loss.png`: `box_loss`, `cls_loss`, `dfl_loss`, and `kd_loss` when present and not all zero;
 /// - `map.png`: `precision`, `recall`, `map50`, `map50_95`;
 /// - `lr.png`: `lr`, on a log axis when it spans a decade or more;
-/// - `memory.png`: `peak_rss_mb` on an axis from 0, with the budget and the planner's estimate of
+/// - `memory.png`: `peak_rss_mb` (and on CUDA `peak_gpu_mb`, the caching allocator's reserved peak)
+///   on an axis from 0, with the budget and the planner's estimate of
 ///   `memory` as dashed lines when they are known (finite and positive).
 ///
 /// Columns are found by header name; a missing column or an empty field is left out of the plot,
@@ -192,7 +193,7 @@ fn charts(table: &Table, lines: &MemoryLines) -> Result<Vec<Chart>> {
         ("map50_95", "mAP50-95"),
     ])?;
     let lr = series(&[("lr", "learning rate")])?;
-    let memory = series(&[("peak_rss_mb", "peak RSS")])?;
+    let memory = series(&[("peak_rss_mb", "peak RSS"), ("peak_gpu_mb", "peak GPU (CUDA allocator, reserved)")])?;
 
     let mut charts = Vec::new();
     if !loss.is_empty() {

@@ -180,3 +180,23 @@ fn memory_png_without_a_budget_draws_only_the_estimate_and_without_either_starts
         "an estimate line"
     );
 }
+
+#[test]
+fn memory_png_draws_the_cuda_allocator_beside_the_resident_set_when_a_run_has_it() {
+    let header = format!("{HEADER},peak_gpu_mb");
+    let on_gpu = format!(
+        "{header}\n1,1.9,3.1,1.6,0.8,1e-4,0,60.5,900,0.21,0.10,0.08,0.03,0.05,512.0\n\
+         2,1.5,2.2,1.4,0.6,1e-5,1,59.0,910,0.45,0.30,0.28,0.14,0.15,530.0\n"
+    );
+    let table = Table::parse(&on_gpu).expect("parses");
+    let drawn = charts(&table, &MemoryLines::default()).expect("charts");
+    let memory = drawn.iter().find(|c| c.file == "memory.png").expect("memory chart");
+    let names: Vec<_> = memory.series.iter().map(|s| s.name).collect();
+    assert_eq!(names, ["peak RSS", "peak GPU (CUDA allocator, reserved)"]);
+    // On the CPU the column is empty: the resident set alone.
+    let on_cpu = format!("{header}\n1,1.9,3.1,1.6,0.8,1e-4,0,60.5,900,0.21,0.10,0.08,0.03,0.05,\n");
+    let table = Table::parse(&on_cpu).expect("parses");
+    let drawn = charts(&table, &MemoryLines::default()).expect("charts");
+    let memory = drawn.iter().find(|c| c.file == "memory.png").expect("memory chart");
+    assert_eq!(memory.series.iter().map(|s| s.name).collect::<Vec<_>>(), ["peak RSS"]);
+}

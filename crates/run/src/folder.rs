@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use headroom_core::metrics::Metrics;
-use headroom_train::memory_guard::StepDown;
+use headroom_train::memory_guard::{MemoryPool, MemoryReading, StepDown};
 use headroom_train::state::EpochStats;
 
 use crate::spec::SPEC_FILE;
@@ -15,7 +15,9 @@ use crate::{Error, Result};
 /// The file of a finished run's summary.
 pub const RESULTS_FILE: &str = "results.json";
 const METRICS_FILE: &str = "metrics.csv";
-const METRICS_HEADER: &str = "epoch,box_loss,cls_loss,dfl_loss,kd_loss,lr,bad_steps,seconds,peak_rss_mb,precision,recall,map50,map50_95,fitness\n";
+const METRICS_HEADER: &str = "epoch,box_loss,cls_loss,dfl_loss,kd_loss,lr,bad_steps,seconds,peak_rss_mb,precision,recall,map50,map50_95,fitness,peak_gpu_mb\n";
+/// The column of `fitness` in `metrics.csv` (0-based; the last one before `peak_gpu_mb` was added).
+const FITNESS_COLUMN: usize = 13;
 
 /// Precision against recall per class at IoU 0.5 of `best.onnx` on the val split (Ultralytics 8.4's
 /// name in a detection run).
@@ -131,7 +133,7 @@ fn write_results_csv(dir: &Path, metrics: &str) -> Result<()> {
 /// The best fitness recorded in `metrics.csv` (for a resumed run).
 pub fn read_best(dir: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(dir.join(METRICS_FILE)).ok()?;
-    text.lines().skip(1).filter_map(|l| l.rsplit(',').next()?.parse::<f64>().ok()).reduce(f64::max)
+    text.lines().skip(1).filter_map(|l| l.split(',').nth(FITNESS_COLUMN)?.parse::<f64>().ok()).reduce(f64::max)
 }
 
 /// What `metrics.csv` says of the epochs done: the best one (1-based, the first of equal
@@ -156,7 +158,7 @@ pub fn epoch_history(dir: &Path) -> EpochHistory {
         let (Some(epoch), Some(seconds), Some(fitness)) = (
             cells.first().and_then(|c| c.parse::<usize>().ok()),
             cells.get(7).and_then(|c| c.parse::<f64>().ok()),
-            cells.last().and_then(|c| c.parse::<f64>().ok()),
+            cells.get(FITNESS_COLUMN).and_then(|c| c.parse::<f64>().ok()),
         ) else {
             continue;
         };
@@ -170,12 +172,27 @@ pub fn epoch_history(dir: &Path) -> EpochHistory {
     history
 }
 
-/// Appends the epoch's row to `metrics.csv`; returns the file's text.
-pub fn append_metrics(dir: &Path, stats: &EpochStats, m: &Metrics, peak_rss_mb: f64) -> Result<String> {
+/// `metrics.csv` of a run started before `peak_gpu_mb` was a column, with it (empty in old rows).
+fn with_gpu_column(text: String) -> String {
+    let header = text.lines().next().unwrap_or_default();
+    if header.is_empty() || header.ends_with(",peak_gpu_mb") {
+        return text;
+    }
+    let mut out = METRICS_HEADER.to_string();
+    for line in text.lines().skip(1) {
+        out.push_str(line);
+        out.push_str(",\n");
+    }
+    out
+}
+
+/// Appends the epoch's row to `metrics.csv` (the peak resident set, and on CUDA the caching
+/// allocator's reserved peak in `peak_gpu_mb`); returns the file's text.
+pub fn append_metrics(dir: &Path, stats: &EpochStats, m: &Metrics, peak: &PeakMemory) -> Result<String> {
     let path = dir.join(METRICS_FILE);
-    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| METRICS_HEADER.to_string());
+    let mut text = with_gpu_column(std::fs::read_to_string(&path).unwrap_or_else(|_| METRICS_HEADER.to_string()));
     text.push_str(&format!(
-        "{},{:.6},{:.6},{:.6},{:.6},{:.6e},{},{:.2},{:.1},{:.6},{:.6},{:.6},{:.6},{:.6}\n",
+        "{},{:.6},{:.6},{:.6},{:.6},{:.6e},{},{:.2},{:.1},{:.6},{:.6},{:.6},{:.6},{:.6},{}\n",
         stats.epoch + 1,
         stats.loss[0],
         stats.loss[1],
@@ -184,12 +201,13 @@ pub fn append_metrics(dir: &Path, stats: &EpochStats, m: &Metrics, peak_rss_mb: 
         stats.lr,
         stats.bad_steps,
         stats.seconds,
-        peak_rss_mb,
+        peak.rss_mb,
         m.precision,
         m.recall,
         m.map50,
         m.map50_95,
-        m.fitness
+        m.fitness,
+        peak.cuda_reserved_mb.map(|mb| format!("{mb:.1}")).unwrap_or_default()
     ));
     headroom_core::fsio::write_atomic(&path, text.as_bytes())?;
     write_results_csv(dir, &text)?;
@@ -229,10 +247,36 @@ pub fn read_results(dir: &Path) -> Option<serde_json::Value> {
 
 /// The process's peak resident memory (`VmHWM`), MB, where /proc tells it.
 pub fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    headroom_train::memory_guard::status_bytes("VmHWM:").map(mib)
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 20)
+}
+
+/// A run's memory peaks, MB (MiB, as `peak_rss_mb` always was).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct PeakMemory {
+    /// The peak resident set (`VmHWM`).
+    pub rss_mb: f64,
+    /// The CUDA caching allocator's reserved peak, on CUDA.
+    pub cuda_reserved_mb: Option<f64>,
+    /// Its allocated (in tensors) peak, on CUDA.
+    pub cuda_allocated_mb: Option<f64>,
+    /// The figure held against the budget and the planner
+    /// ([`headroom_train::memory_guard::MemoryReading::counted_peak`]).
+    pub counted_mb: f64,
+}
+
+/// The peaks of a run whose tensors live in `pool`.
+pub fn peak_memory(pool: MemoryPool) -> PeakMemory {
+    let reading = MemoryReading::read(pool);
+    PeakMemory {
+        rss_mb: mib(reading.rss_peak),
+        cuda_reserved_mb: reading.cuda.map(|c| mib(c.reserved_peak)),
+        cuda_allocated_mb: reading.cuda.map(|c| mib(c.allocated_peak)),
+        counted_mb: mib(reading.counted_peak(pool)),
+    }
 }
 
 #[cfg(test)]
@@ -263,7 +307,8 @@ mod tests {
                 fitness,
                 per_class: Vec::new(),
             };
-            append_metrics(dir.path(), &EpochStats { epoch, ..stats.clone() }, &m, 100.0).expect("append");
+            let peak = PeakMemory { rss_mb: 100.0, cuda_reserved_mb: None, cuda_allocated_mb: None, counted_mb: 100.0 };
+            append_metrics(dir.path(), &EpochStats { epoch, ..stats.clone() }, &m, &peak).expect("append");
         }
         assert_eq!(read_best(dir.path()), Some(0.7));
         let results = std::fs::read_to_string(dir.path().join("results.csv")).expect("results.csv");
@@ -282,6 +327,43 @@ mod tests {
         assert_eq!(text.lines().count(), 2);
         let results = std::fs::read_to_string(dir.path().join("results.csv")).expect("results.csv");
         assert_eq!(results.lines().count(), 2, "results.csv follows metrics.csv: {results}");
+    }
+
+    #[test]
+    fn a_metrics_file_of_an_older_run_gains_the_gpu_column_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = "epoch,box_loss,cls_loss,dfl_loss,kd_loss,lr,bad_steps,seconds,peak_rss_mb,precision,recall,map50,map50_95,fitness\n\
+                   1,1.0,2.0,3.0,0.0,1e-3,0,1.00,100.0,0.5,0.5,0.5,0.5,0.5\n";
+        std::fs::write(dir.path().join(METRICS_FILE), old).expect("write");
+        let stats = EpochStats {
+            epoch: 1,
+            loss: [1.0, 2.0, 3.0],
+            kd: 0.0,
+            lr: 1e-3,
+            bad_steps: 0,
+            optimizer_steps: 1,
+            seconds: 1.0,
+            phases: [0.0; 5],
+        };
+        let m = Metrics {
+            images: 1,
+            instances: 1,
+            precision: 0.5,
+            recall: 0.5,
+            map50: 0.5,
+            map50_95: 0.7,
+            fitness: 0.7,
+            per_class: Vec::new(),
+        };
+        let peak = PeakMemory { rss_mb: 120.0, cuda_reserved_mb: Some(512.0), cuda_allocated_mb: Some(300.0), counted_mb: 632.0 };
+        let text = append_metrics(dir.path(), &stats, &m, &peak).expect("append");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], METRICS_HEADER.trim_end());
+        assert!(lines[1].ends_with(",0.5,"), "the old row gains an empty field: {}", lines[1]);
+        assert!(lines[2].ends_with(",0.700000,512.0"), "{}", lines[2]);
+        assert!(lines.iter().all(|l| l.split(',').count() == 15), "{text}");
+        assert_eq!(read_best(dir.path()), Some(0.7));
+        assert_eq!(epoch_history(dir.path()).best_epoch, Some(2));
     }
 
     #[test]

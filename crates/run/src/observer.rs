@@ -23,6 +23,9 @@ pub trait Observer {
     fn caching(&mut self, _done: usize, _total: usize) {}
     /// The feature cache is ready (or failed).
     fn cached(&mut self, _ok: bool) {}
+    /// Where the run's tensors live (before the first epoch): what its memory figure is
+    /// ([`crate::folder::peak_memory`]).
+    fn memory_pool(&mut self, _pool: headroom_train::memory_guard::MemoryPool) {}
     /// Epoch `epoch` (0-based) of `epochs` starts.
     fn epoch_started(&mut self, _epoch: usize, _epochs: usize) {}
     /// A pass of the epoch ended.

@@ -22,6 +22,7 @@ mod check;
 #[cfg(feature = "libtorch")]
 mod checkpoint;
 pub mod config;
+mod cuda;
 #[cfg(feature = "libtorch")]
 pub mod data;
 #[cfg(feature = "libtorch")]
@@ -45,6 +46,10 @@ pub mod student;
 #[cfg(feature = "libtorch")]
 pub mod trainer;
 
+pub use cuda::{
+    CudaLibrary, CudaMemory, CudaMemoryUnavailable, cuda_available, cuda_device_count, cuda_memory, libtorch_cuda,
+    reset_cuda_peak,
+};
 pub use error::{Error, Result};
 #[cfg(feature = "libtorch")]
 pub use executor::Executor;
@@ -114,39 +119,6 @@ mod native {
         fn headroom_show_config(buf: *mut c_char, len: c_long) -> c_long;
     }
 
-    /// Loads `libtorch_cuda.so` once, if the process does not map it yet and it lies beside the
-    /// loaded `libtorch_cpu.so` or on the loader's path; a CPU libtorch has none, and nothing
-    /// happens.
-    pub(crate) fn load_libtorch_cuda() {
-        static LOADED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-        LOADED.get_or_init(|| {
-            let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-            let mapped: Vec<&str> = maps.lines().filter_map(|line| line.split_whitespace().nth(5)).collect();
-            if mapped.iter().any(|path| path.ends_with("/libtorch_cuda.so")) {
-                return;
-            }
-            let beside = mapped
-                .iter()
-                .find(|path| path.ends_with("/libtorch_cpu.so"))
-                .and_then(|path| std::path::Path::new(path).parent())
-                .map(|dir| dir.join("libtorch_cuda.so"))
-                .filter(|path| path.is_file());
-            let candidates = beside.into_iter().chain([std::path::PathBuf::from("libtorch_cuda.so")]);
-            for candidate in candidates {
-                let Ok(name) = std::ffi::CString::new(candidate.as_os_str().as_encoded_bytes()) else {
-                    continue;
-                };
-                // SAFETY: dlopen with a NUL-terminated path; the handle is kept for the process'
-                // life (never closed), as a linked library would be.
-                let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-                if !handle.is_null() {
-                    tracing::debug!("loaded {} for CUDA", candidate.display());
-                    return;
-                }
-            }
-        });
-    }
-
     /// `at::show_config()` of the loaded libtorch.
     pub(crate) fn show_config() -> Option<String> {
         // SAFETY: a null buffer with length 0 only asks for the length.
@@ -160,22 +132,6 @@ mod native {
         (written >= 0).then_some(())?;
         buf.truncate(len.min(usize::try_from(written).ok()?));
         String::from_utf8(buf).ok()
-    }
-}
-
-/// Whether libtorch sees a CUDA device (false without the `libtorch` feature). A CUDA libtorch
-/// whose `libtorch_cuda.so` the binary does not link (it was built against a CPU libtorch of the
-/// same version, or the linker dropped the library that nothing references by name) is loaded
-/// first from beside the loaded `libtorch_cpu.so`: loading it registers libtorch's CUDA backend.
-pub fn cuda_available() -> bool {
-    #[cfg(feature = "libtorch")]
-    {
-        native::load_libtorch_cuda();
-        tch::Cuda::is_available()
-    }
-    #[cfg(not(feature = "libtorch"))]
-    {
-        false
     }
 }
 

@@ -81,23 +81,91 @@ impl OutOfMemory for LadderStepDown {
     }
 }
 
-/// A cap on what one training pass may take above the resident set the process held when the cap
-/// was set (after loading: the planner's "training peak"), checked after every pass from the peak
-/// resident set (`VmHWM`, reset before the pass). Linux only.
+/// Where a run's tensors live, which decides what its memory figure is: the CPU's resident set;
+/// on CUDA the caching allocator's reserved bytes, plus the resident set where CPU and GPU share
+/// one pool (a Jetson: GPU allocations come from the same DRAM but are not in the process's
+/// resident set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryPool {
+    /// Tensors in the process's memory.
+    Cpu,
+    /// Tensors on CUDA device `device`.
+    Cuda {
+        /// The device index.
+        device: usize,
+        /// Whether the device's memory is the system's (the board preset's `unified`).
+        unified: bool,
+    },
+}
+
+/// A reading of the process's memory: the resident set and, on CUDA, the caching allocator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryReading {
+    /// The resident set now (`VmRSS`), bytes.
+    pub rss: u64,
+    /// The peak resident set (`VmHWM`, since the last reset), bytes.
+    pub rss_peak: u64,
+    /// The CUDA caching allocator of the pool's device, when it has a reading.
+    pub cuda: Option<crate::CudaMemory>,
+}
+
+impl MemoryReading {
+    /// Reads `/proc/self/status` and, for a CUDA pool, the caching allocator.
+    pub fn read(pool: MemoryPool) -> MemoryReading {
+        let cuda = match pool {
+            MemoryPool::Cpu => None,
+            MemoryPool::Cuda { device, .. } => crate::cuda_memory(device).ok(),
+        };
+        MemoryReading {
+            rss: status_bytes("VmRSS:").unwrap_or(0),
+            rss_peak: status_bytes("VmHWM:").unwrap_or(0),
+            cuda,
+        }
+    }
+
+    /// The figure held against the budget and the planner now ([`MemoryReading::counted_peak`]'s
+    /// rule on the current values).
+    pub fn counted_now(&self, pool: MemoryPool) -> u64 {
+        Self::count(pool, self.rss, self.cuda.map(|c| c.reserved))
+    }
+
+    /// The peak held against the budget and the planner: the resident set on the CPU (or where
+    /// CUDA has no reading); on a discrete GPU the allocator's reserved peak; on a unified board
+    /// both added (their peaks may not coincide: an upper bound, the safe side for a budget).
+    pub fn counted_peak(&self, pool: MemoryPool) -> u64 {
+        Self::count(pool, self.rss_peak, self.cuda.map(|c| c.reserved_peak))
+    }
+
+    fn count(pool: MemoryPool, rss: u64, reserved: Option<u64>) -> u64 {
+        match (pool, reserved) {
+            (MemoryPool::Cuda { unified: true, .. }, Some(reserved)) => rss + reserved,
+            (MemoryPool::Cuda { unified: false, .. }, Some(reserved)) => reserved,
+            _ => rss,
+        }
+    }
+}
+
+/// A cap on what one training pass may take above what the process held when the cap was set
+/// (after loading: the planner's "training peak"), checked after every pass from the peak of the
+/// pool's memory figure ([`MemoryReading::counted_peak`]: the resident set on the CPU, the CUDA
+/// allocator's reserved bytes on a GPU, both on a unified board), its peaks reset before the pass.
+/// Linux only.
 ///
-/// A pass exceeds it when its peak is above the cap **and** the process grew during the pass, as an
+/// A pass exceeds it when its peak is above the cap **and** the figure grew during the pass, as an
 /// allocation would fail only when the process needs more from the system: memory the allocator
 /// kept from an earlier, larger pass is reused, not counted again. (glibc keeps freed blocks
 /// resident below its mmap threshold; [`Allocator::Compact`] makes the resident set follow what is
-/// in use.)
+/// in use; the CUDA caching allocator keeps what it reserved.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryCap {
     /// Bytes a pass may take above `base`.
     pub bytes: u64,
-    /// The resident set when the cap was set, bytes.
+    /// The pool's figure when the cap was set, bytes.
     pub base: u64,
     /// Passes of the run before the cap is checked (0: from the first).
     pub armed_after: u64,
+    /// What is counted.
+    pub pool: MemoryPool,
 }
 
 /// Growth of the resident set during a pass below which the pass did not need more memory
@@ -105,26 +173,34 @@ pub struct MemoryCap {
 const GROWTH_NOISE: u64 = 2 << 20;
 
 impl MemoryCap {
-    /// A cap of `bytes` above the current resident set; `None` where /proc cannot tell it.
-    pub fn new(bytes: u64, armed_after: u64) -> Option<MemoryCap> {
-        Some(MemoryCap { bytes, base: status_bytes("VmRSS:")?, armed_after })
+    /// A cap of `bytes` above what `pool` holds now; `None` where /proc cannot tell it.
+    pub fn new(bytes: u64, armed_after: u64, pool: MemoryPool) -> Option<MemoryCap> {
+        status_bytes("VmRSS:")?;
+        Some(MemoryCap { bytes, base: MemoryReading::read(pool).counted_now(pool), armed_after, pool })
     }
 
-    /// Resets the peak resident set before a pass; returns the resident set then.
+    /// Resets the peaks before a pass; returns the pool's figure then.
     pub fn before_pass(&self) -> u64 {
         let _ = std::fs::write("/proc/self/clear_refs", "5");
-        status_bytes("VmRSS:").unwrap_or(0)
+        if let MemoryPool::Cuda { device, .. } = self.pool {
+            crate::reset_cuda_peak(device);
+        }
+        MemoryReading::read(self.pool).counted_now(self.pool)
     }
 
-    /// The peak resident set since [`MemoryCap::before_pass`] above the base, bytes.
+    /// The peak since [`MemoryCap::before_pass`] above the base, bytes.
     pub fn used(&self) -> u64 {
-        status_bytes("VmHWM:").map_or(0, |peak| peak.saturating_sub(self.base))
+        MemoryReading::read(self.pool).counted_peak(self.pool).saturating_sub(self.base)
     }
 
-    /// What the pass took above the base when it is over the cap and the process grew during it
+    /// What the pass took above the base when it is over the cap and the figure grew during it
     /// (`before`: what [`MemoryCap::before_pass`] returned).
     pub fn exceeded(&self, before: u64) -> Option<u64> {
-        let peak = status_bytes("VmHWM:")?;
+        self.exceeded_at(MemoryReading::read(self.pool).counted_peak(self.pool), before)
+    }
+
+    /// [`MemoryCap::exceeded`] for a given peak.
+    pub fn exceeded_at(&self, peak: u64, before: u64) -> Option<u64> {
         let used = peak.saturating_sub(self.base);
         (used > self.bytes && peak > before + GROWTH_NOISE).then_some(used)
     }
@@ -186,6 +262,31 @@ pub fn status_bytes(key: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn on_cuda_the_allocator_is_counted_and_on_a_unified_board_the_resident_set_too() {
+        let cuda = crate::CudaMemory { allocated: 10, allocated_peak: 20, reserved: 30, reserved_peak: 40 };
+        let reading = MemoryReading { rss: 100, rss_peak: 200, cuda: Some(cuda) };
+        let discrete = MemoryPool::Cuda { device: 0, unified: false };
+        let unified = MemoryPool::Cuda { device: 0, unified: true };
+        assert_eq!((reading.counted_now(MemoryPool::Cpu), reading.counted_peak(MemoryPool::Cpu)), (100, 200));
+        assert_eq!((reading.counted_now(discrete), reading.counted_peak(discrete)), (30, 40));
+        assert_eq!((reading.counted_now(unified), reading.counted_peak(unified)), (130, 240));
+        // No allocator reading (no CUDA tensor yet): the resident set, whatever the pool.
+        let cpu_only = MemoryReading { cuda: None, ..reading };
+        assert_eq!(cpu_only.counted_peak(unified), 200);
+    }
+
+    #[test]
+    fn the_cap_trips_only_above_its_bytes_when_the_pass_grew() {
+        let cap = MemoryCap { bytes: 100 << 20, base: 50 << 20, armed_after: 0, pool: MemoryPool::Cuda { device: 0, unified: true } };
+        // 160 MiB above a base of 50, grown from 60: over.
+        assert_eq!(cap.exceeded_at(210 << 20, 60 << 20), Some(160 << 20));
+        // Over the cap but nothing new reserved during the pass (the allocator's cache reused).
+        assert_eq!(cap.exceeded_at(210 << 20, 209 << 20), None);
+        // Grown, within the cap.
+        assert_eq!(cap.exceeded_at(140 << 20, 60 << 20), None);
+    }
 
     #[test]
     fn the_ladder_halves_the_batch_then_checkpoints_then_stops_on_a_cpu() {

@@ -23,6 +23,8 @@ struct Report {
     headroom: &'static str,
     onnxruntime: Check,
     libtorch: Check,
+    /// libtorch's CUDA part: where `libtorch_cuda.so` came from, or the loader's words.
+    cuda: Check,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -41,14 +43,9 @@ impl Check {
     }
 }
 
-/// The file of the first shared library mapped into this process whose name starts with `stem`
-/// (`libtorch_cpu.so`): where the loader really found it, whatever path was asked for.
+/// The file of the first shared library mapped into this process whose name starts with `stem`.
 pub(super) fn loaded_library(stem: &str) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
-        .filter_map(|line| line.split_whitespace().nth(5))
-        .map(PathBuf::from)
-        .find(|path| path.file_name().and_then(|n| n.to_str()).is_some_and(|name| name.starts_with(stem)))
+    headroom_core::process::loaded_library(stem)
 }
 
 fn check_onnxruntime(model: Option<PathBuf>) -> Check {
@@ -148,22 +145,64 @@ fn check_libtorch() -> Check {
     }
 }
 
+/// libtorch's CUDA part: a CPU libtorch passes (training runs on the CPU); a CUDA libtorch passes
+/// when `libtorch_cuda.so` loaded, with or without a device; a `libtorch_cuda.so` the loader
+/// refused fails, with its message and what to install.
+fn check_cuda() -> Check {
+    use headroom_train::CudaLibrary;
+    let library = headroom_train::libtorch_cuda();
+    match &library {
+        CudaLibrary::Absent => Check {
+            ok: true,
+            detail: "CPU libtorch: no libtorch_cuda.so beside libtorch_cpu.so or on the loader's path (training runs \
+                     on the CPU)"
+                .into(),
+            library: None,
+            version: None,
+        },
+        CudaLibrary::Loaded { path } => {
+            let devices = if headroom_train::cuda_available() {
+                format!("{} CUDA device(s)", headroom_train::cuda_device_count())
+            } else {
+                "no CUDA device visible (no GPU, or the driver's libcuda.so.1 not found): training would run \
+                 on the CPU"
+                    .to_string()
+            };
+            Check {
+                ok: true,
+                detail: format!("libtorch_cuda.so from {}; {devices}", path.display()),
+                library: Some(path.clone()),
+                version: None,
+            }
+        }
+        CudaLibrary::Failed { path, error } => Check::failed(format!(
+            "cannot load {}: {error}{}",
+            path.display(),
+            library.advice().map(|a| format!(" — install {a}")).unwrap_or_default()
+        )),
+    }
+}
+
 /// Runs `headroom doctor`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let report = Report {
         headroom: env!("CARGO_PKG_VERSION"),
         onnxruntime: check_onnxruntime(args.model.clone()),
         libtorch: check_libtorch(),
+        cuda: check_cuda(),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!("headroom {}", report.headroom);
-        for (name, check) in [("onnxruntime", &report.onnxruntime), ("libtorch", &report.libtorch)] {
+        for (name, check) in
+            [("onnxruntime", &report.onnxruntime), ("libtorch", &report.libtorch), ("cuda", &report.cuda)]
+        {
             println!("{name:12} {} {}", if check.ok { "ok  " } else { "FAIL" }, check.detail);
         }
     }
-    Ok(if report.onnxruntime.ok && report.libtorch.ok { Outcome::Success } else { Outcome::CheckFailed })
+    let ok = report.onnxruntime.ok && report.libtorch.ok && report.cuda.ok;
+    Ok(if ok { Outcome::Success } else { Outcome::CheckFailed })
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Progress of `headroom train` on the terminal: the run layer's observer.
 
+use headroom_train::memory_guard::MemoryPool;
 use headroom_train::state::PassReport;
 
 /// Progress of a run on the terminal in Ultralytics' shape: before each epoch a header, then the
@@ -21,6 +22,8 @@ pub struct TerminalObserver {
     epochs: usize,
     /// When this session's first epoch started, and which epoch it was (for the whole-run ETA).
     started: Option<(std::time::Instant, usize)>,
+    /// Where the run's tensors live (the memory column's figure); the CPU until the run says.
+    pool: Option<MemoryPool>,
 }
 
 /// `1h02m`, `3m12s`, `45s`.
@@ -57,6 +60,10 @@ impl headroom_run::observer::Observer for TerminalObserver {
         }
     }
 
+    fn memory_pool(&mut self, pool: MemoryPool) {
+        self.pool = Some(pool);
+    }
+
     fn epoch_started(&mut self, epoch: usize, epochs: usize) {
         (self.epoch, self.epochs) = (epoch, epochs);
         self.started.get_or_insert((std::time::Instant::now(), epoch));
@@ -72,12 +79,12 @@ impl headroom_run::observer::Observer for TerminalObserver {
         self.kd |= report.mean[3] != 0.0;
         self.last = Some(*report);
         if std::mem::take(&mut self.header_due) && tracing::enabled!(tracing::Level::INFO) {
-            super::progress::println(&format!("\n{}", header(self.kd)));
+            super::progress::println(&format!("\n{}", header(self.kd, self.pool.unwrap_or(MemoryPool::Cpu))));
         }
         let Some(bar) = &self.bar else { return };
         bar.set_length(report.total as u64);
         bar.set_position(report.done as u64);
-        bar.set_prefix(row(self.epoch, self.epochs, report, self.kd));
+        bar.set_prefix(row(self.epoch, self.epochs, report, self.kd, self.pool.unwrap_or(MemoryPool::Cpu)));
         let eta = self.run_eta(report.done, report.total);
         bar.set_message(eta.map(|eta| format!("run eta {eta}")).unwrap_or_default());
     }
@@ -98,7 +105,7 @@ impl headroom_run::observer::Observer for TerminalObserver {
             let seconds = self.epoch_start.map_or(0.0, |t| t.elapsed().as_secs_f64());
             super::progress::println(&format!(
                 "{}: 100% {}/{} passes in {}",
-                row(self.epoch, self.epochs, report, self.kd),
+                row(self.epoch, self.epochs, report, self.kd, self.pool.unwrap_or(MemoryPool::Cpu)),
                 report.done,
                 report.total,
                 if seconds < 60.0 { format!("{seconds:.1}s") } else { duration(seconds) }
@@ -121,10 +128,17 @@ impl headroom_run::observer::Observer for TerminalObserver {
 }
 
 /// Ultralytics' training header: `Epoch`, memory, the loss terms, `Instances`, `Size` (11 wide).
-/// The memory is this process' peak resident memory (`RAM`), which on a Jetson's unified memory
-/// includes what the GPU holds.
-fn header(kd: bool) -> String {
-    let mut columns = vec!["Epoch", "RAM", "box_loss", "cls_loss", "dfl_loss"];
+/// The memory is the run's peak as its budget counts it ([`headroom_run::folder::peak_memory`]):
+/// the process' resident set on the CPU (`RAM`), the CUDA caching allocator's reserved bytes on a
+/// discrete GPU (`GPU_mem`, as Ultralytics shows it), both on a board whose CPU and GPU share one
+/// pool (`RAM+GPU`: a Jetson's GPU allocations are not in the resident set).
+fn header(kd: bool, pool: MemoryPool) -> String {
+    let memory = match pool {
+        MemoryPool::Cpu => "RAM",
+        MemoryPool::Cuda { unified: false, .. } => "GPU_mem",
+        MemoryPool::Cuda { unified: true, .. } => "RAM+GPU",
+    };
+    let mut columns = vec!["Epoch", memory, "box_loss", "cls_loss", "dfl_loss"];
     if kd {
         columns.push("kd_loss");
     }
@@ -133,8 +147,8 @@ fn header(kd: bool) -> String {
 }
 
 /// One training row, aligned under [`header`]: the running means of the loss terms.
-fn row(epoch: usize, epochs: usize, r: &PassReport, kd: bool) -> String {
-    let memory = headroom_run::folder::peak_rss_mb().unwrap_or(0.0) / 1000.0;
+fn row(epoch: usize, epochs: usize, r: &PassReport, kd: bool, pool: MemoryPool) -> String {
+    let memory = headroom_run::folder::peak_memory(pool).counted_mb / 1000.0;
     let mut out = format!("{:>11}{:>11}", format!("{}/{epochs}", epoch + 1), format!("{}G", g(memory, 3)));
     let terms = if kd { &r.mean[..] } else { &r.mean[..3] };
     for value in terms {
@@ -187,11 +201,15 @@ mod tests {
     fn a_row_sits_under_its_header() {
         let report =
             super::PassReport { done: 3, total: 8, mean: [0.84, 1.1, 0.99, 0.0], instances: 16, imgsz: 160 };
-        let (header, row) = (super::header(false), super::row(0, 3, &report, false));
+        let cpu = super::MemoryPool::Cpu;
+        let (header, row) = (super::header(false, cpu), super::row(0, 3, &report, false, cpu));
         assert_eq!(header.len(), row.len(), "{header}\n{row}");
         assert!(row.trim_start().starts_with("1/3") && row.ends_with("160"), "{row}");
-        assert!(!header.contains("kd_loss"));
-        assert!(super::header(true).contains("kd_loss"));
+        assert!(!header.contains("kd_loss") && header.contains("RAM"));
+        assert!(super::header(true, cpu).contains("kd_loss"));
+        let jetson = super::MemoryPool::Cuda { device: 0, unified: true };
+        assert!(super::header(false, jetson).contains("RAM+GPU"));
+        assert!(super::header(false, super::MemoryPool::Cuda { device: 0, unified: false }).contains("GPU_mem"));
     }
 
     #[test]
