@@ -23,7 +23,12 @@
 #                                  version): no cargo, no build. Default in a bundle: its bin/headroom
 #        CARGO_TARGET_DIR          default target/gpu (its own: other libtorch, other RUSTFLAGS)
 #        TRTEXEC                   trtexec for the engine check (else JetPack's path, then PATH)
-# Not yet run on a GPU: see docs/GPU.md for what that means for its results.
+# On a Jetson (Tegra: /etc/nv_tegra_release, a GPU named Orin/nvgpu, or memory [N/A] on aarch64)
+# nvidia-smi reads [N/A] for memory (NVML has no memory queries there; CPU and GPU share one pool):
+# the memory is MemTotal, the training peak comes from tegrastats' RAM (else MemTotal -
+# MemAvailable), plan uses --board auto, and PyPI's CUDA 13 install is refused at once.
+# Every variable it reads may be unset (`env -i`, systemd); nvidia-smi values that are not numbers
+# are shown as unknown. Not yet run on a GPU: see docs/GPU.md for what that means for its results.
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
 headroom_step "checking for an NVIDIA GPU"
@@ -56,23 +61,54 @@ gpus=$(timeout 30 nvidia-smi -L 2>&1) \
   || fail "no NVIDIA GPU usable: \`nvidia-smi -L\` failed or hung for 30 s: ${gpus:-no output} (is the driver loaded? in a container: --gpus all)"
 grep -q '^GPU ' <<<"$gpus" || fail "no NVIDIA GPU: nvidia-smi lists none ($gpus)"
 query() { timeout 30 nvidia-smi -i "$gpu" --query-gpu="$1" --format=csv,noheader,nounits 2>/dev/null | head -n1 | sed 's/^ *//; s/ *$//' || true; }
+# number VALUE: VALUE when it is a number or a dotted version, else nothing: nvidia-smi's [N/A],
+# "Not Supported" and error text are unknown values, never compared.
+number() { if [[ "${1:-}" =~ ^[0-9]+(\.[0-9]+)*$ ]]; then echo "$1"; fi; }
+# meminfo_kib FIELD: a /proc/meminfo field (MemTotal, MemAvailable) in KiB, or nothing.
+meminfo_kib() { awk -v f="$1:" '$1 == f { print $2; exit }' /proc/meminfo 2>/dev/null || true; }
 gpu_name=$(query name)
+# `nvidia-smi -L` names it too ("GPU 0: Orin (nvgpu)"), where the query does not answer.
+[ -n "$gpu_name" ] || gpu_name=$(sed -n "s/^GPU $gpu: //p" <<<"$gpus" | sed 's/ (UUID: .*)$//' | head -n1 || true)
 [ -n "$gpu_name" ] || fail "nvidia-smi knows no GPU $gpu (HEADROOM_GPU); it lists: $gpus"
-driver=$(query driver_version)
-gpu_mib=$(query memory.total)
-compute=$(query compute_cap)
+driver_said=$(query driver_version)
+driver=$(number "$driver_said")
+gpu_mib=$(number "$(query memory.total)")
+compute=$(number "$(query compute_cap)")
+# A Jetson (jetson-containers issue 1403, anduril/jetpack-nixos pull request 371): nvidia-smi lists
+# `Orin (nvgpu)` and reads [N/A] for memory; CPU and GPU share the DRAM, so the memory is MemTotal.
+tegra=0
+if [ -e /etc/nv_tegra_release ] || grep -qiE 'orin|nvgpu|tegra|xavier|thor' <<<"$gpu_name" \
+  || { [ -z "$gpu_mib" ] && [ "$(uname -m)" = aarch64 ]; }; then
+  tegra=1
+  total_kib=$(number "$(meminfo_kib MemTotal)")
+  gpu_mib=""
+  [ -z "$total_kib" ] || gpu_mib=$((total_kib / 1024))
+  memory_note="${gpu_mib:-unknown} MiB shared by CPU and GPU (MemTotal, /proc/meminfo)"
+elif [ -n "$gpu_mib" ]; then
+  memory_note="$gpu_mib MiB"
+else
+  memory_note="memory unknown (nvidia-smi)"
+fi
 # The PyPI wheels are CUDA 13 builds; libraries given with HEADROOM_GPU_SKIP_INSTALL (JetPack's
 # CUDA 12, say) have their own requirements, which the checks themselves will show.
 if [ "${HEADROOM_GPU_SKIP_INSTALL:-0}" != 1 ] && [ -z "${HEADROOM_GPU_BIN:-}" ] \
   && [ "${HEADROOM_GPU_LIBS:-}" != python ] && [ -f "$root/Cargo.toml" ]; then
-  [[ "$driver" =~ ^[0-9]+ ]] || fail "cannot read the driver version from nvidia-smi (got '$driver')"
-  [ "${driver%%.*}" -ge "$MIN_DRIVER" ] \
-    || fail "NVIDIA driver $driver is older than $MIN_DRIVER: torch $TORCH_VERSION and onnxruntime-gpu $ORT_VERSION from PyPI are CUDA 13 builds, which need driver >= $MIN_DRIVER"
-  if [[ "$compute" =~ ^[0-9.]+$ ]] && awk -v c="$compute" -v m="$MIN_COMPUTE" 'BEGIN { exit !(c < m) }'; then
+  [ "$tegra" = 0 ] || fail "$gpu_name is a Jetson's GPU (Tegra): PyPI's CUDA 13 wheels, which this script installs \
+by default, are x86_64 builds for a discrete GPU. Use JetPack's libraries: HEADROOM_GPU_LIBS=python (its torch and \
+onnxruntime-gpu), HEADROOM_GPU_SKIP_INSTALL=1 with LIBTORCH and ORT_DYLIB_PATH, or the bundle of \
+scripts/jetson-bundle.sh (docs/GPU.md, \"On a Jetson\")"
+  if [ -z "$driver" ]; then
+    echo "gpu-check: warning: the driver version is unknown (nvidia-smi said '${driver_said:-nothing}'): not checked against >= $MIN_DRIVER" >&2
+  elif [ "${driver%%.*}" -lt "$MIN_DRIVER" ]; then
+    fail "NVIDIA driver $driver is older than $MIN_DRIVER: torch $TORCH_VERSION and onnxruntime-gpu $ORT_VERSION from PyPI are CUDA 13 builds, which need driver >= $MIN_DRIVER"
+  fi
+  if [ -z "$compute" ]; then
+    echo "gpu-check: warning: the compute capability is unknown: not checked against >= $MIN_COMPUTE" >&2
+  elif awk -v c="$compute" -v m="$MIN_COMPUTE" 'BEGIN { exit !(c < m) }'; then
     fail "$gpu_name has compute capability $compute; the CUDA 13 builds need >= $MIN_COMPUTE"
   fi
 fi
-step "GPU $gpu: $gpu_name, ${gpu_mib:-?} MiB, compute ${compute:-?}, driver $driver"
+step "GPU $gpu: $gpu_name, $memory_note, compute ${compute:-unknown}, driver ${driver:-unknown}"
 
 command -v python3 >/dev/null || fail "python3 is needed (pip downloads the pinned wheels; results are parsed with it)"
 # In an unpacked bundle (bin/headroom beside scripts/, no Cargo.toml): its binary, its lib/.
@@ -142,7 +178,7 @@ last_line() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n1 | cut -c1-140
 finish() {
   local header line fails=0
   for line in "${ROWS[@]}"; do [[ "$line" != *$'\t'FAIL$'\t'* ]] || fails=$((fails + 1)); done
-  header="headroom gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): GPU $gpu $gpu_name (${gpu_mib:-?} MiB, compute ${compute:-?}), driver $driver; torch $TORCH_VERSION, onnxruntime-gpu $ORT_VERSION"
+  header="headroom gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n): GPU $gpu $gpu_name ($memory_note, compute ${compute:-unknown}), driver ${driver:-unknown}; torch $TORCH_VERSION, onnxruntime-gpu $ORT_VERSION"
   {
     echo "$header"
     printf '%-26s %-6s %9s  %s\n' check result seconds note
@@ -238,7 +274,7 @@ check_libraries() {
   [ -e "$LIBTORCH/lib/libtorch_cuda.so" ] || fail "$LIBTORCH/lib has no libtorch_cuda.so: not a CUDA libtorch"
   local m capi
   m=$(missing_libs "$LIBTORCH/lib/libtorch_cuda.so")
-  [ -z "$m" ] || fail "libtorch_cuda.so cannot find: $m (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
+  [ -z "$m" ] || fail "libtorch_cuda.so cannot find: $m (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
   capi=$(dirname "$ORT_DYLIB_PATH")
   # A CPU ONNX Runtime still checks libtorch's CUDA paths: its CUDA and TensorRT checks are skipped.
   if [ ! -f "$capi/libonnxruntime_providers_cuda.so" ]; then
@@ -418,56 +454,125 @@ else
 fi
 
 # --- train on CUDA with AMP, sampling the GPU's memory ----------------------------------------
+# memory_used_mib: the memory in use now, in MiB, or nothing when unknown: on a Tegra the one pool
+# of CPU and GPU (MemTotal - MemAvailable), else the GPU's (nvidia-smi memory.used).
+memory_used_mib() {
+  if [ "$tegra" = 1 ]; then
+    local total available
+    total=$(number "$(meminfo_kib MemTotal)") available=$(number "$(meminfo_kib MemAvailable)")
+    if [ -n "$total" ] && [ -n "$available" ]; then echo $(((total - available) / 1024)); fi
+  else
+    number "$(timeout 5 nvidia-smi -i "$gpu" --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n1 || true)"
+  fi
+}
+# tegrastats_ram FILE: the RAM in use of each line of tegrastats (`RAM 2283/7620MB ...`), in MiB.
+tegrastats_ram() {
+  awk '{ for (i = 1; i < NF; i++) if ($i == "RAM" && split($(i + 1), v, "/") == 2) {
+           u = v[1] + 0; if (v[2] ~ /GB$/) u *= 1024; else if (v[2] ~ /kB$/) u /= 1024; printf "%d\n", u } }' \
+    "$1" 2>/dev/null || true
+}
+# Where the measured peak comes from, for the notes.
+if [ "$tegra" = 1 ]; then memory_source="MemTotal - MemAvailable (/proc/meminfo)"; memory_what="CPU+GPU memory"
+else memory_source="nvidia-smi memory.used"; memory_what="GPU memory"; fi
 run_dir="$work/runs/cuda-amp"
 gpu_peak_mib=""
 train_ok=0
 if [ "$have_data" = 0 ]; then
   record "train cuda --amp" SKIP 0.0 "no synth data"
 elif ! out_of_time "train cuda --amp" 300; then
-  baseline=$(query memory.used)
-  ( while :; do
-      timeout 5 nvidia-smi -i "$gpu" --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null || true
-      sleep 0.2
-    done ) > "$work/gpu-memory.txt" &
+  baseline=$(memory_used_mib)
+  ( while :; do memory_used_mib; sleep 0.2; done ) > "$work/gpu-memory.txt" &
   sampler=$!
+  samplers=$sampler
+  # Whatever ends the script (a signal, an error) ends the samplers too.
+  trap 'kill $samplers 2>/dev/null || true' EXIT
+  # On a Jetson tegrastats, where installed, samples the same pool; its first line is the baseline.
+  tegrastats_pid=""
+  if [ "$tegra" = 1 ] && command -v tegrastats >/dev/null; then
+    tegrastats --interval 200 > "$work/tegrastats.txt" 2>&1 &
+    tegrastats_pid=$!
+    samplers="$sampler $tegrastats_pid"
+    sleep 0.5
+  fi
   run_timed "train cuda --amp" "$LIMIT" "$out/logs/train.log" "$bin" train --model "$student" \
     --data "$synth/data.yaml" --device "cuda:$gpu" --amp --epochs 2 --batch 2 \
     --project "$work/runs" --name cuda-amp
-  kill "$sampler" 2>/dev/null || true
-  wait "$sampler" 2>/dev/null || true
-  peak=$(awk '$1 ~ /^[0-9]+$/ && $1 > m { m = $1 } END { print m + 0 }' "$work/gpu-memory.txt")
+  for pid in $samplers; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  samplers=""
+  samples="$work/gpu-memory.txt"
+  if [ -n "$tegrastats_pid" ]; then
+    tegrastats_ram "$work/tegrastats.txt" > "$work/tegrastats-ram.txt"
+    if [ -s "$work/tegrastats-ram.txt" ]; then
+      samples="$work/tegrastats-ram.txt" memory_source="tegrastats' RAM used"
+      baseline=$(head -n1 "$samples")
+    fi
+  fi
+  peak=$(awk '$1 ~ /^[0-9]+$/ && $1 > m { m = $1 } END { print m + 0 }' "$samples")
   if [[ "${baseline:-}" =~ ^[0-9]+$ ]] && [ "$peak" -gt 0 ]; then gpu_peak_mib=$((peak - baseline)); fi
   amp_on=0
   grep -Eq '^[[:space:]]*amp[[:space:]]*=[[:space:]]*true' "$run_dir/config.toml" 2>/dev/null && amp_on=1
   if [ "$RC" = 0 ] && [ -f "$run_dir/results.json" ] && [ "$amp_on" = 1 ] && ! grep -q 'on the CPU' "$out/logs/train.log"; then
     train_ok=1
-    record "train cuda --amp" PASS "$SECS" "2 epochs; best fitness $(json "$run_dir/results.json" "d['best_fitness']"); GPU memory +${gpu_peak_mib:-?} MiB at peak"
+    record "train cuda --amp" PASS "$SECS" "2 epochs; best fitness $(json "$run_dir/results.json" "d['best_fitness']"); $memory_what +${gpu_peak_mib:-?} MiB at peak ($memory_source)"
   elif [ "$RC" = 124 ]; then record "train cuda --amp" FAIL "$SECS" "timed out after $LIMIT s"
   elif [ "$RC" = 0 ]; then record "train cuda --amp" FAIL "$SECS" "ran, but not on CUDA with AMP (config.toml amp=$amp_on; see logs/train.log)"
   else record "train cuda --amp" FAIL "$SECS" "exit $RC: $(last_line "$out/logs/train.log")"; fi
 fi
 
 # --- plan, and its estimate against the measured peak ------------------------------------------
+# tegra_board: the --board of `plan` on a Tegra: `auto` when the board has a model
+# (/proc/device-tree/model, or HEADROOM_BOARD_MODEL as headroom reads it), so headroom picks the
+# preset by model and MemTotal; without one (a container that hides /proc/device-tree) the Orin
+# preset of configs/devices.toml whose memory is nearest to MemTotal (the smaller on a tie).
+tegra_board() {
+  local model=""
+  if [ -n "${HEADROOM_BOARD_MODEL+set}" ]; then model=$HEADROOM_BOARD_MODEL
+  elif [ -r /proc/device-tree/model ]; then model=$(tr -d '\0' < /proc/device-tree/model || true); fi
+  if [ -n "${model//[[:space:]]/}" ]; then echo auto; return 0; fi
+  awk -v mib="${gpu_mib:-0}" 'BEGIN {
+    n = split("orin-nano-4:4 orin-nano-8:8 orin-nx-16:16 orin-agx-32:32 orin-agx-64:64", presets, " ")
+    for (i = 1; i <= n; i++) {
+      split(presets[i], p, ":"); d = p[2] - mib / 1024; if (d < 0) d = -d
+      if (i == 1 || d < best) { best = d; name = p[1] }
+    }
+    print name }'
+}
 if ! "$bin" plan --help >/dev/null 2>&1; then
   record "plan" SKIP 0.0 "headroom plan: not available in this build"
   record "plan vs GPU peak" SKIP 0.0 "headroom plan: not available in this build"
 else
+  # A discrete GPU: the gpu-8 preset, budget from the GPU's free memory. A Tegra: its own preset
+  # (tegra_board), budget from MemAvailable (one pool for CPU and GPU).
+  if [ "$tegra" = 1 ]; then board=$(tegra_board) budget_note="MemAvailable: CPU and GPU share it"
+  else board=gpu-8 budget_note="free GPU memory"; fi
   if ! out_of_time "plan" 60; then
-    run_timed "plan" "$LIMIT" "$out/logs/plan.log" "$bin" plan --model "$student" --board gpu-8 --device "cuda:$gpu" \
+    run_timed "plan" "$LIMIT" "$out/logs/plan.log" "$bin" plan --model "$student" --board "$board" --device "cuda:$gpu" \
       --budget auto --train head --batch 2 --json
     json_of_log "$out/logs/plan.log" "$work/plan.json"
     chosen=$(json "$work/plan.json" "d['plan']['candidates'][d['plan']['chosen']]['rung'] if d['plan'].get('chosen') is not None else 'none fits'")
     if { [ "$RC" = 0 ] || [ "$RC" = 1 ]; } && [ -n "$chosen" ]; then
-      record "plan" PASS "$SECS" "gpu-8 preset, --budget auto (free GPU memory): chosen rung: $chosen"
+      board_note="--board $board"
+      [ "$board" != auto ] || board_note="--board auto (preset $(json "$work/plan.json" "d['board']['name']"))"
+      record "plan" PASS "$SECS" "$board_note, --budget auto ($budget_note): chosen rung: $chosen"
     else record "plan" FAIL "$SECS" "exit $RC: $(last_line "$out/logs/plan.log")"; fi
   fi
   estimate=""
   [ -f "$run_dir/results.json" ] && estimate=$(json "$run_dir/results.json" "d['planner']['estimate_mb']")
-  # A CUDA allocator peak, if a later headroom writes one into results.json; else nvidia-smi's view.
+  # The run's own figure where it trained on CUDA (results.json `peak_mb`: the caching allocator's
+  # reserved peak, plus the resident set on a unified board; crates/run/src/folder.rs); else the
+  # sampled view.
   allocator=""
   [ -f "$run_dir/results.json" ] && allocator=$(json "$run_dir/results.json" \
-    "next((v for k, v in d.items() if 'cuda' in k and 'peak' in k and isinstance(v, (int, float))), None)")
-  if [ -n "$allocator" ]; then measured=$allocator; source_note="CUDA allocator peak (results.json)"
+    "d['peak_mb'] if d.get('peak_cuda_reserved_mb') is not None else None")
+  if [ -n "$allocator" ] && [ "$allocator" != None ]; then
+    measured=$allocator
+    source_note="the run's CUDA figure (results.json peak_mb: $(json "$run_dir/results.json" "d['memory_pool']"); reserved $(json "$run_dir/results.json" "d['peak_cuda_reserved_mb']") MiB, allocated $(json "$run_dir/results.json" "d['peak_cuda_allocated_mb']") MiB, resident $(json "$run_dir/results.json" "d['peak_rss_mb']") MiB)"
+  elif [ "$tegra" = 1 ]; then
+    measured=${gpu_peak_mib:-}
+    source_note="$memory_source above idle, sampled every 0.2 s: CPU and GPU memory together (nvidia-smi reads [N/A] on a Tegra), the whole process and any other included"
   else measured=${gpu_peak_mib:-}; source_note="nvidia-smi memory.used above idle, sampled every 0.2 s (CUDA context and cached blocks included)"; fi
   if [ "$train_ok" = 0 ]; then
     record "plan vs GPU peak" SKIP 0.0 "no CUDA training run to measure (train cuda --amp did not pass)"
@@ -490,11 +595,11 @@ elif [ "$have_data" = 0 ]; then
   record "export --engine" SKIP 0.0 "no synth images to calibrate on"
 elif ! out_of_time "export --engine" 300; then
   # trtexec brings its own TensorRT: keep pip's TensorRT libraries out of its way.
-  ld_export=$(tr ':' '\n' <<<"$LD_LIBRARY_PATH" | grep -v tensorrt_libs | paste -sd: -)
+  ld_export=$(tr ':' '\n' <<<"${LD_LIBRARY_PATH:-}" | { grep -v tensorrt_libs || true; } | paste -sd: -)
   run_timed "export --engine" "$LIMIT" "$out/logs/export.log" env LD_LIBRARY_PATH="$ld_export" \
     "$bin" export --model "$student" --fp16 --int8 --calib "$synth/images/train" --calib-images 32 \
     --engine --trtexec "$trtexec" --board gpu-check --out "$work/export" --force
-  engines=$(find "$work/export" -name '*.engine' 2>/dev/null | wc -l)
+  engines=$( { find "$work/export" -name '*.engine' 2>/dev/null || true; } | wc -l)
   if [ "$RC" = 0 ] && [ "$engines" -gt 0 ]; then
     record "export --engine" PASS "$SECS" "$engines engine(s) with $trtexec"
   elif [ "$RC" = 124 ]; then record "export --engine" FAIL "$SECS" "timed out after $LIMIT s"

@@ -10,7 +10,10 @@
 #
 # cross-build.sh's setup_packages is run by sourcing the script (sourced, it only defines its
 # functions) with APT_LISTS pointed at a temporary folder; `cross-build.sh build` and setup.sh run
-# as they are. Plain bash and coreutils; run by scripts/test.sh.
+# as they are. scripts/gpu-check.sh runs under `env -i` with a stub nvidia-smi that answers as a
+# Jetson Orin's and a stub headroom (HEADROOM_GPU_BIN): its preflight, the Tegra memory and the
+# table, in about 2 s, with nothing built or downloaded. Plain bash and coreutils (and python3,
+# which gpu-check parses JSON with); run by scripts/test.sh.
 #
 # Usage: scripts/tests/install_logic.sh   prints `ok - ...` / `FAIL - ...` per scenario, then
 #        `N passed, M failed`; exits 1 if any failed. HEADROOM_TEST_KEEP=1 keeps the temp folder.
@@ -352,6 +355,156 @@ line=$(grep -n 'got=$(sed' "$scripts/setup.sh" | cut -d: -f1)
 expect_rc nonzero
 expect_output "^setup\.sh: error at line $line \(step: unpacking libtorch 2\.13\.0 \(CPU libraries only\)\): \`got=\\\$\(sed .*\` exited with status 2$"
 report "ERR trap: an unexpected failure in setup.sh prints script, line ($line), step and command"
+
+# ------------------------------------------------------------------------------------------
+# scripts/gpu-check.sh on a Jetson (issue 33): an empty environment (`env -i`, as under systemd)
+# and a stub nvidia-smi that answers as an Orin's does (jetson-containers issue 1403,
+# anduril/jetpack-nixos pull request 371): `GPU 0: Orin (nvgpu)`, memory `[N/A]`. headroom is a stub
+# (HEADROOM_GPU_BIN, as in an unpacked bundle): nothing is installed, built or downloaded.
+# ------------------------------------------------------------------------------------------
+gpu_stubs="$tmp/gpu-stubs"
+mkdir -p "$gpu_stubs" "$tmp/none"
+gpu_stub() { cat > "$gpu_stubs/$1"; chmod +x "$gpu_stubs/$1"; }
+
+# nvidia-smi: driver_version and compute_cap from $STUB_STATE/driver and compute when they exist.
+gpu_stub nvidia-smi <<'EOF'
+#!/usr/bin/env bash
+echo "nvidia-smi $*" >> "$STUB_STATE/calls.log"
+[ "$*" = -L ] && { echo "GPU 0: Orin (nvgpu)"; exit 0; }
+for a in "$@"; do
+  case "$a" in
+    --query-gpu=name) echo "Orin (nvgpu)" ;;
+    --query-gpu=driver_version) cat "$STUB_STATE/driver" 2>/dev/null || echo 540.4.0 ;;
+    --query-gpu=compute_cap) cat "$STUB_STATE/compute" 2>/dev/null || echo 8.7 ;;
+    --query-gpu=*) echo "[N/A]" ;;
+  esac
+done
+exit 0
+EOF
+
+# headroom as a bundle's binary on a board where libtorch sees no CUDA device: synth writes a
+# data.yaml, doctor reports `CUDA not available` (and exits 0, as the real one does), label and
+# export fail; train fails too, or with $STUB_STATE/train-passes writes a run whose planner
+# estimate is 800 MiB after 0.6 s; plan answers with the board it was given.
+gpu_stub headroom <<'EOF'
+#!/usr/bin/env bash
+echo "headroom $*" >> "$STUB_STATE/calls.log"
+arg() { local want=$1; shift; while [ $# -gt 1 ]; do [ "$1" = "$want" ] && { echo "$2"; return; }; shift; done; }
+case "${1:-}" in
+  -V|--version) echo "headroom 0.0.0-stub" ;;
+  synth) d=$(arg --out "$@"); mkdir -p "$d/images/train" "$d/images/val"; echo "path: $d" > "$d/data.yaml" ;;
+  doctor) cat <<'JSON'
+{
+  "headroom": "0.0.0-stub",
+  "onnxruntime": { "ok": true, "detail": "ONNX Runtime 1.20.1: ran the model", "library": null, "version": "1.20.1" },
+  "libtorch": { "ok": true, "detail": "libtorch 2.5.1 (built against 2.5.1) (6 threads, CUDA not available): conv + Adam loss 1.0 -> 0.5", "library": null, "version": "2.5.1" },
+  "cuda": { "ok": true, "detail": "libtorch_cuda.so from /usr/lib/libtorch_cuda.so; no CUDA device visible", "library": null, "version": null }
+}
+JSON
+  ;;
+  train)
+    [ -f "$STUB_STATE/train-passes" ] || { echo "error: --device cuda:0: this libtorch sees no CUDA device" >&2; exit 2; }
+    sleep 0.6
+    d="$(arg --project "$@")/$(arg --name "$@")"; mkdir -p "$d"
+    echo "amp = true" > "$d/config.toml"
+    echo '{"best_fitness": 0.5, "planner": {"estimate_mb": 800}}' > "$d/results.json" ;;
+  plan)
+    [ "${2:-}" = --help ] && { echo "Usage: headroom plan [OPTIONS] --model <MODEL>"; exit 0; }
+    printf '{"board": {"name": "%s"}, "plan": {"candidates": [{"rung": "head"}], "chosen": 0}}\n' "$(arg --board "$@")" ;;
+  *) echo "error: stub headroom: no $1 here" >&2; exit 2 ;;
+esac
+EOF
+
+gpu_stub trtexec <<'EOF'
+#!/usr/bin/env bash
+echo "trtexec $*" >> "$STUB_STATE/calls.log"
+exit 1
+EOF
+
+# tegrastats (in the second scenario only): 2000 MiB in use at first, 2600 MiB from then on; it
+# ends by itself after 20 s, should gpu-check fail to stop it.
+mkdir -p "$tmp/tegrastats"
+cat > "$tmp/tegrastats/tegrastats" <<'EOF'
+#!/usr/bin/env bash
+echo "tegrastats $*" >> "$STUB_STATE/calls.log"
+echo "12-01-2026 10:00:00 RAM 2000/7620MB (lfb 4x4MB) SWAP 0/3810MB (cached 0MB) CPU [1%@729,off] GR3D_FREQ 0%"
+for _ in $(seq 200); do
+  sleep 0.1
+  echo "12-01-2026 10:00:01 RAM 2600/7620MB (lfb 4x4MB) SWAP 0/3810MB (cached 0MB) CPU [90%@1510,off] GR3D_FREQ 99%"
+done
+EOF
+chmod +x "$tmp/tegrastats/tegrastats"
+
+# python3 (in the third scenario only): nothing there may need it; a pip call would be a download.
+mkdir -p "$tmp/no-python"
+cat > "$tmp/no-python/python3" <<'EOF'
+#!/usr/bin/env bash
+echo "python3 $*" >> "$STUB_STATE/calls.log"
+exit 99
+EOF
+chmod +x "$tmp/no-python/python3"
+
+# The real python3 (gpu-check parses JSON with it) where /usr/bin has none (a pyenv, say).
+if [ ! -x /usr/bin/python3 ] && [ ! -x /bin/python3 ] && command -v python3 >/dev/null; then
+  ln -s "$(python3 -c 'import sys; print(sys.executable)')" "$gpu_stubs/python3"
+fi
+
+# run_gpu_check EXTRA_STUBS VAR=VALUE...: scripts/gpu-check.sh under `env -i` with these variables
+# only, a 60 s budget for its checks and a 60 s limit on the whole run; sets out and rc.
+run_gpu_check() {
+  local extra=$1; shift
+  mkdir -p "$state/home"
+  out=$(env -i PATH="$extra:$gpu_stubs:/usr/bin:/bin" HOME="$state/home" STUB_STATE="$state" \
+    HEADROOM_GPU_CHECK_OUT="$state/out" HEADROOM_GPU_DEPS="$state/deps" HEADROOM_GPU_CHECK_BUDGET_S=60 \
+    "$@" timeout -k 5 60 bash "$scripts/gpu-check.sh" 2>&1)
+  rc=$?
+}
+# What no run may print: a bash error, or the ERR trap's report of one.
+expect_no_bash_error() {
+  expect_no_output 'unbound variable|integer expression expected|syntax error|command not found|bad substitution|gpu-check\.sh: error at line|gpu-check\.sh: line [0-9]+:'
+}
+expect_table() {
+  expect_output '^check +result +seconds +note$'
+  [ -s "$state/out/results.txt" ] || problems+=("expected $state/out/results.txt")
+}
+mem_total_mib=$(( $(awk '/^MemTotal:/ { print $2 }' /proc/meminfo) / 1024 ))
+
+new_state
+t0=$(date +%s.%N)
+run_gpu_check "$tmp/none" HEADROOM_GPU_BIN="$gpu_stubs/headroom" TRTEXEC="$gpu_stubs/trtexec"
+gpu_check_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+[ "$rc" = 1 ] || problems+=("expected exit status 1 (a check failed), got $rc")
+expect_no_bash_error
+expect_output "^gpu-check: GPU 0: Orin \(nvgpu\), $mem_total_mib MiB shared by CPU and GPU \(MemTotal, /proc/meminfo\), compute 8\.7, driver 540\.4\.0$"
+expect_table
+expect_output '^doctor +FAIL .*CUDA not available'
+expect_output '^train cuda --amp +FAIL .*no CUDA device'
+expect_output '^plan +PASS .*--board (auto|orin-[a-z]+-[0-9]+)'
+expect_no_output 'gpu-8'
+expect_output '^export --engine +FAIL'   # reached: TRTEXEC given, LD_LIBRARY_PATH unset
+! grep -q -- '--query-gpu=memory.used' "$state/calls.log" || problems+=("nvidia-smi was sampled for memory.used on a Tegra")
+report "gpu-check.sh on an Orin (nvgpu, memory [N/A]) under env -i: MemTotal, an Orin board for plan, the table, exit 1 (${gpu_check_s} s)"
+
+new_state
+echo "[N/A]" > "$state/driver"; echo "[N/A]" > "$state/compute"; touch "$state/train-passes"
+run_gpu_check "$tmp/tegrastats" HEADROOM_GPU_BIN="$gpu_stubs/headroom"
+[ "$rc" = 1 ] || problems+=("expected exit status 1 (doctor failed), got $rc")
+expect_no_bash_error
+expect_output "^gpu-check: GPU 0: Orin \(nvgpu\), $mem_total_mib MiB shared .*, compute unknown, driver unknown$"
+expect_table
+expect_output '^train cuda --amp +PASS .*memory \+600 MiB at peak'
+expect_output '^plan vs GPU peak +PASS .*estimate 800 MiB >= measured 600 MiB.*tegrastats'
+grep -q '^tegrastats ' "$state/calls.log" || problems+=("tegrastats was not run")
+report "gpu-check.sh on an Orin with tegrastats, driver and compute [N/A]: the peak from tegrastats' RAM, 'unknown', exit 1"
+
+new_state
+run_gpu_check "$tmp/no-python"
+[ "$rc" = 2 ] || problems+=("expected exit status 2 (could not run), got $rc")
+expect_no_bash_error
+expect_output '^gpu-check: error: .*Jetson.*HEADROOM_GPU_LIBS=python'
+expect_no_output 'older than'
+! grep -qE '^(python3|cargo) ' "$state/calls.log" || problems+=("it went on after the preflight: $(grep -E '^(python3|cargo) ' "$state/calls.log")")
+report "gpu-check.sh in a clone on an Orin: refuses PyPI's CUDA 13 install at once (no 'driver older than 580'), exit 2"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
