@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # Builds headroom's install bundle on a Jetson (or any machine) against the PyTorch and ONNX Runtime
-# that its Python already has — on JetPack 6, the Jetson AI Lab's or NVIDIA's CUDA wheels of torch
-# (2.5-2.8) and onnxruntime-gpu (1.20-1.23) — with the CUDA and TensorRT features. No source build of
-# either library. docker/Dockerfile.jetson only runs this script; run it by hand on a Jetson too.
+# that a Python environment already has — on JetPack 6, the Jetson AI Lab's or NVIDIA's CUDA wheels
+# of torch and onnxruntime-gpu — with the CUDA and TensorRT features. No source build of either
+# library. docker/Dockerfile.jetson only runs this script; run it by hand on a Jetson too
+# (docs/GUIDE.md "1. Get the binary").
 #
 # Usage: scripts/jetson-bundle.sh [--out DIR] [--profile release|dev] [--libtorch DIR]
-#                                 [--onnxruntime FILE] [--features LIST] [--label NAME]
-#   --libtorch DIR      default: the folder of `python3 -c 'import torch'` (site-packages/torch)
-#   --onnxruntime FILE  default: libonnxruntime.so.* of `python3 -c 'import onnxruntime'`
+#                                 [--onnxruntime FILE] [--features LIST] [--label NAME] [--check]
+#   --libtorch DIR      default: the folder of torch as PYTHON imports it (site-packages/torch)
+#   --onnxruntime FILE  default: libonnxruntime.so.* in onnxruntime/capi/ as PYTHON imports it
 #   --features LIST     default cuda,tensorrt ("" for a CPU build, as scripts/tests/bundle.sh does)
 #   --label NAME        default: l4t-rMAJOR.MINOR from /etc/nv_tegra_release, else "local"
-# Steps: find both libraries, refuse versions outside what headroom builds against (libtorch 2.5 to
-# 2.13, ONNX Runtime 1.20 or newer; docs/DECISIONS.md), then scripts/bundle.sh --target native.
-# Env: PYTHON (default python3), CARGO_TARGET_DIR.
+#   --check             find and check both libraries, print the scripts/bundle.sh command, build nothing
+# Env: PYTHON  the interpreter whose torch and onnxruntime are used (default: python3 on PATH). Give a
+#              virtual environment's own interpreter, e.g. PYTHON=~/headroom-venv/bin/python: on
+#              JetPack 7 (Ubuntu 24.04, PEP 668) pip installs only into a venv, and the venv need not
+#              be activated. Not needed when both --libtorch and --onnxruntime are given.
+#      CARGO_TARGET_DIR  as for cargo.
+# Steps: import torch and onnxruntime with PYTHON (an import that fails is shown with Python's own
+# error and what to install for the known ones: cuDSS, cuSPARSELt, OpenBLAS, a libstdc++ with
+# GLIBCXX_3.4.32), refuse versions outside what headroom builds against (libtorch 2.5 to 2.13,
+# ONNX Runtime 1.20 or newer; docs/DECISIONS.md), then scripts/bundle.sh --target native.
 # shellcheck source=lib/errtrap.sh
 source "$(dirname "$0")/lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 fail() { echo "jetson-bundle: error: $*" >&2; exit 1; }
 step() { headroom_step "$*"; echo "jetson-bundle: $*" >&2; }
+usage() { awk 'NR == 1 {next} /^# shellcheck/ {exit} {sub(/^# ?/, ""); print}' "$0"; }
 
 TORCH_OLDEST=2.5 TORCH_NEWEST=2.13 ORT_OLDEST=1.20
-out="$root/dist" profile=release torch_dir="" ort_lib="" features=cuda,tensorrt label=""
+out="$root/dist" profile=release torch_dir="" ort_lib="" features=cuda,tensorrt label="" check=no
 while [ $# -gt 0 ]; do
   case "$1" in
     --out|--profile|--libtorch|--onnxruntime|--features|--label)
@@ -30,22 +39,83 @@ while [ $# -gt 0 ]; do
         --onnxruntime) ort_lib=$2 ;; --features) features=$2 ;; --label) label=$2 ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --check) check=yes; shift ;;
+    -h|--help) usage; exit 0 ;;
     *) fail "unknown argument '$1' (see --help)" ;;
   esac
 done
 python=${PYTHON:-python3}
 
+# What to install for the import errors seen with the Jetson AI Lab wheels on JetPack 6
+# (docs/GUIDE.md "1. Get the binary" has the commands; jetson-containers installs the same).
+import_hints() {
+  local text=$1 hinted=no
+  if grep -q 'libcudss\.so' <<<"$text"; then
+    echo "  - libcudss.so.0 is cuDSS (JetPack 6): NVIDIA's CUDA repository for Jetson (cuda-keyring of .../cuda/repos/ubuntu2204/arm64), then apt-get install cudss"
+    hinted=yes
+  fi
+  if grep -q 'libcusparseLt\.so' <<<"$text"; then
+    echo "  - libcusparseLt.so.0 is cuSPARSELt (JetPack 6): NVIDIA's libcusparse_lt-linux-aarch64-*_cuda12 archive unpacked into /usr/local/cuda/targets/aarch64-linux/lib, then ldconfig"
+    hinted=yes
+  fi
+  if grep -q 'libopenblas\.so' <<<"$text"; then
+    echo "  - libopenblas.so.0: apt-get install libopenblas-dev"
+    hinted=yes
+  fi
+  if grep -q 'GLIBCXX_3\.4\.3[1-9]' <<<"$text"; then
+    echo "  - GLIBCXX_3.4.32 is GCC 13's libstdc++; Ubuntu 22.04's is older: add-apt-repository ppa:ubuntu-toolchain-r/test, then apt-get install libstdc++6"
+    hinted=yes
+  fi
+  if grep -q "No module named '\(torch\|onnxruntime\)'" <<<"$text"; then
+    echo "  - not installed for $python: install it into that environment, or point PYTHON at the venv that has it (PYTHON=/path/to/venv/bin/python); on JetPack 7 pip installs only into a venv"
+    hinted=yes
+  fi
+  if [ "$hinted" = no ] && grep -q 'cannot open shared object file' <<<"$text"; then
+    echo "  - a native library the wheel was built against is missing: install the package that provides it (docs/GUIDE.md lists the known ones)"
+  fi
+  return 0
+}
+
+# py_locate NAME CODE: runs CODE (which prints "HEADROOM_PATH=...") with $python; prints the path, or
+# fails with Python's own last lines and the hints above.
+py_locate() {
+  local name=$1 code=$2 text path
+  if ! text=$("$python" -c "$code" 2>&1); then
+    {
+      echo "jetson-bundle: error: $python cannot import $name. Python says:"
+      { grep -v '^HEADROOM_PATH=' <<<"$text" || true; } | tail -n 6 | sed 's/^/    /'
+      echo "  What to do:"
+      import_hints "$text"
+      case "$name" in
+        torch) echo "  - or pass --libtorch DIR (a libtorch 2.5-2.13 folder with include/ and lib/)" ;;
+        onnxruntime) echo "  - or pass --onnxruntime FILE (libonnxruntime.so.X.Y.Z, 1.20 or newer)" ;;
+      esac
+    } >&2
+    exit 1
+  fi
+  path=$(sed -n 's/^HEADROOM_PATH=//p' <<<"$text" | tail -n 1) || true
+  [ -n "$path" ] || fail "$python imported $name but printed no path; it printed: $(tail -n 3 <<<"$text")"
+  echo "$path"
+}
+
 step "finding PyTorch and ONNX Runtime"
+if [ -z "$torch_dir" ] || [ -z "$ort_lib" ]; then
+  case "$python" in
+    */*) [ -x "$python" ] || fail "PYTHON=$python is not an executable file (a venv's interpreter is VENV/bin/python)" ;;
+    *) command -v "$python" >/dev/null || fail "$python is not on PATH: install Python 3, or set PYTHON=/path/to/venv/bin/python" ;;
+  esac
+  py_info=$("$python" -c 'import sys; print(sys.version.split()[0], "venv" if sys.prefix != sys.base_prefix else "no venv", sys.prefix)' 2>&1) \
+    || fail "$python does not run: $(tail -n 2 <<<"$py_info")"
+  step "Python: $python ($py_info)"
+fi
 if [ -z "$torch_dir" ]; then
-  torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null) \
-    || fail "$python cannot import torch: install JetPack's PyTorch (docs/GUIDE.md, Jetson) or pass --libtorch DIR"
+  torch_dir=$(py_locate torch 'import os, torch; print("HEADROOM_PATH=" + os.path.dirname(torch.__file__))') || exit 1
 fi
 if [ -z "$ort_lib" ]; then
-  ort_capi=$("$python" -c 'import os, onnxruntime; print(os.path.join(os.path.dirname(onnxruntime.__file__), "capi"))' 2>/dev/null) \
-    || fail "$python cannot import onnxruntime: install onnxruntime-gpu for JetPack or pass --onnxruntime FILE"
+  ort_capi=$(py_locate onnxruntime 'import os, onnxruntime; print("HEADROOM_PATH=" + os.path.join(os.path.dirname(onnxruntime.__file__), "capi"))') || exit 1
   ort_lib=$(find "$ort_capi" -maxdepth 1 -name 'libonnxruntime.so.*' -print -quit)
-  [ -n "$ort_lib" ] || fail "no libonnxruntime.so.* in $ort_capi"
+  [ -n "$ort_lib" ] || fail "no libonnxruntime.so.* in $ort_capi: this onnxruntime wheel carries no shared C library \
+(ONNX Runtime built without --build_shared_lib); pass --onnxruntime FILE (libonnxruntime.so.X.Y.Z, 1.20 or newer)"
 fi
 [ -f "$torch_dir/version.py" ] || [ -f "$torch_dir/build-version" ] \
   || fail "$torch_dir has no version.py or build-version: not a PyTorch or libtorch folder"
@@ -68,7 +138,8 @@ if [ "$(version_key "$ort_version")" -lt "$(version_key "$ORT_OLDEST")" ]; then
 fi
 cuda=no; [ -e "$torch_dir/lib/libtorch_cuda.so" ] && cuda=yes
 case ",$features," in
-  *,cuda,*) [ "$cuda" = yes ] || echo "jetson-bundle: warning: $torch_dir has no libtorch_cuda.so: training will run on the CPU" >&2 ;;
+  *,cuda,*) [ "$cuda" = yes ] || fail "PyTorch $torch_version in $torch_dir has no lib/libtorch_cuda.so (a CPU build), \
+but --features $features asks for CUDA: install the CUDA wheel (docs/GUIDE.md), or pass --features \"\" for a CPU bundle" ;;
 esac
 if [ -z "$label" ]; then
   label=local
@@ -79,5 +150,14 @@ if [ -z "$label" ]; then
   fi
 fi
 step "PyTorch $torch_version (CUDA build: $cuda) from $torch_dir; ONNX Runtime $ort_version from $ort_lib; features: ${features:-none}; label: $label"
-exec bash "$root/scripts/bundle.sh" --target native --profile "$profile" --out "$out" \
-  --libtorch "$torch_dir" --onnxruntime "$ort_lib" --features "$features" --label "$label"
+bundle=(bash "$root/scripts/bundle.sh" --target native --profile "$profile" --out "$out"
+  --libtorch "$torch_dir" --onnxruntime "$ort_lib" --features "$features" --label "$label")
+if [ "$check" = yes ]; then
+  echo "jetson-bundle: --check: both libraries found and in range; the build would run:" >&2
+  for arg in "${bundle[@]}"; do
+    if [[ "$arg" =~ ^[A-Za-z0-9_./,:=+-]+$ ]]; then printf '%s ' "$arg"; else printf '%q ' "$arg"; fi
+  done
+  echo
+  exit 0
+fi
+exec "${bundle[@]}"

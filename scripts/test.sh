@@ -21,6 +21,8 @@ command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rust
 
 stage "install-logic tests (scripts/tests/install_logic.sh)"
 bash scripts/tests/install_logic.sh || fail "the install scripts' logic (see the FAIL lines above)"
+stage "the Jetson route's logic (scripts/tests/jetson_bundle_logic.sh)"
+bash scripts/tests/jetson_bundle_logic.sh || fail "scripts/jetson-bundle.sh's logic (see the FAIL lines above)"
 
 stage "native dependencies (scripts/setup.sh)"
 scripts/setup.sh || fail "scripts/setup.sh (see its message above)"
