@@ -4,7 +4,10 @@
 #   bin/headroom                 RUNPATH $ORIGIN/../lib (crates/cli/build.rs); debug info stripped
 #   lib/                         exactly the libraries it loads that are not the system's: what `ldd`
 #                                resolves into LIBTORCH (libtorch_cpu, libc10, libgomp, libcudart,
-#                                libcupti) and libonnxruntime.so.X.Y.Z — real files, no symlinks
+#                                libcupti) and libonnxruntime.so.X.Y.Z — real files, no symlinks; with
+#                                a CUDA libtorch also libtorch_cuda.so and its closure under the torch
+#                                root (the linker's --as-needed drops it from the binary; headroom
+#                                dlopens it from lib/ at run time), cuDNN's engines, NVRTC's builtins
 #   configs/                     device and run presets
 #   scripts/field-retrain.sh     the field loop (docs/FIELD.md), with scripts/lib/errtrap.sh
 #   scripts/gpu-check.sh         the GPU paths check (docs/GPU.md), run with the bundle's binary
@@ -14,7 +17,7 @@
 #                                the field loop's service and timer
 #   BUILD-INFO, SHA256SUMS
 #
-# Usage: scripts/bundle.sh [--profile release|dev] [--out DIR] [--target x86_64|aarch64]
+# Usage: scripts/bundle.sh [--profile release|dev] [--out DIR] [--target x86_64|aarch64|aarch64-jetpack7]
 #        scripts/bundle.sh --target native --libtorch DIR --onnxruntime FILE [--features LIST] [--label NAME] ...
 #   --profile  release (default; its first build compiles tch's C++ wrapper again, ~1 min on 2
 #              cores) or dev (reuses the debug build of scripts/test.sh)
@@ -22,6 +25,10 @@
 #   --target   x86_64 (default) or aarch64: cross-built by `scripts/cross-build.sh native` against
 #              the aarch64 PyPI wheels (CPU only; after `scripts/cross-build.sh setup`), its
 #              --help texts made under qemu
+#   --target aarch64-jetpack7  the same binary, plus the CUDA half of the aarch64 torch wheel and
+#              the CUDA 13 libraries it pins (`scripts/cross-build.sh native cuda-deps`): for Orin on
+#              JetPack 7 (SBSA CUDA 13); only the driver (libcuda.so.1) comes from the system.
+#              Named headroom-VER-aarch64-linux-jetpack7 (docs/DECISIONS.md "The JetPack 7 bundle")
 #   --target native  builds for this machine (x86_64 or aarch64) against the libraries given, as on
 #              a Jetson against JetPack's PyTorch and onnxruntime-gpu (docker/Dockerfile.jetson runs
 #              scripts/jetson-bundle.sh, which calls this):
@@ -63,6 +70,9 @@ case "$profile" in
   dev) cargo_profile=(); profile_dir=debug ;;
   *) fail "--profile $profile: expected release or dev" ;;
 esac
+cross=0 cuda_target=0
+case "$target" in aarch64|aarch64-jetpack7) cross=1 ;; esac
+[ "$target" != aarch64-jetpack7 ] || { cuda_target=1; label=jetpack7; }
 if [ "$target" = native ]; then
   [ -n "$native_torch" ] && [ -n "$native_ort" ] || fail "--target native needs --libtorch DIR and --onnxruntime FILE"
   [ -d "$native_torch/include/torch" ] && [ -d "$native_torch/lib" ] \
@@ -70,15 +80,16 @@ if [ "$target" = native ]; then
   [ -f "$native_ort" ] || fail "--onnxruntime $native_ort: not a file (libonnxruntime.so.X.Y.Z)"
   arch=$(uname -m)
 else
-  [ -z "$native_torch$native_ort$features$label" ] || fail "--libtorch, --onnxruntime, --features and --label go with --target native"
+  [ -z "$native_torch$native_ort$features" ] && { [ -z "$label" ] || [ "$cuda_target" = 1 ]; } \
+    || fail "--libtorch, --onnxruntime, --features and --label go with --target native"
   [ "$(uname -m)" = x86_64 ] || fail "this script builds on x86_64; on $(uname -m) see docs/CROSS.md (or use --target native)"
-  arch=$target
+  arch=${target%%-*}
 fi
 case "$target" in
   x86_64|native) tools=(cargo ldd readelf strip objdump); strip_tool="strip"; objdump_tool="objdump" ;;
-  aarch64) tools=(aarch64-linux-gnu-readelf aarch64-linux-gnu-strip aarch64-linux-gnu-objdump qemu-aarch64-static)
+  aarch64|aarch64-jetpack7) tools=(aarch64-linux-gnu-readelf aarch64-linux-gnu-strip aarch64-linux-gnu-objdump qemu-aarch64-static)
     strip_tool=aarch64-linux-gnu-strip; objdump_tool=aarch64-linux-gnu-objdump ;;
-  *) fail "--target $target: expected x86_64, aarch64 or native" ;;
+  *) fail "--target $target: expected x86_64, aarch64, aarch64-jetpack7 or native" ;;
 esac
 for tool in "${tools[@]}" tar gzip sha256sum; do
   command -v "$tool" >/dev/null || fail "$tool is needed (binutils, coreutils, tar, gzip, a Rust toolchain; aarch64: scripts/cross-build.sh setup)"
@@ -121,6 +132,9 @@ elif [ "$target" = native ]; then
 else
   step "aarch64 libraries and build (scripts/cross-build.sh native deps, build ${cargo_profile[*]})"
   "$root/scripts/cross-build.sh" native deps || fail "scripts/cross-build.sh native deps (see above)"
+  if [ "$cuda_target" = 1 ]; then
+    "$root/scripts/cross-build.sh" native cuda-deps || fail "scripts/cross-build.sh native cuda-deps (see above)"
+  fi
   "$root/scripts/cross-build.sh" native build --locked "${cargo_profile[@]}" \
     || fail "scripts/cross-build.sh native build (see above)"
   native_env_text=$("$root/scripts/cross-build.sh" native env) || fail "scripts/cross-build.sh native env failed"
@@ -158,32 +172,89 @@ from_libtorch() {
   done
   return 1
 }
-copied=0
-if [ "$target" != aarch64 ]; then
-  ldd_out=$(LD_LIBRARY_PATH="$LIBTORCH/lib" ldd "$built") || fail "ldd $built failed"
-  if grep -q 'not found' <<<"$ldd_out"; then fail "ldd: $(grep 'not found' <<<"$ldd_out" | tr -s ' \t' ' ')"; fi
-  while read -r soname path; do
-    [ -e "$path" ] || continue
-    real=$(readlink -f "$path")
-    from_libtorch "$real" || from_libtorch "$(cd "$(dirname "$path")" && pwd -P)/x" || continue
-    cp "$real" "$stage.tmp/lib/$soname" || fail "cannot copy $real"
-    copied=$((copied + 1))
-  done < <(awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' <<<"$ldd_out")
-else
-  # No ldd for a foreign binary: the closure of DT_NEEDED over LIBTORCH/lib, read with readelf.
-  needed() { aarch64-linux-gnu-readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
-  queue=("$built") seen=" "
-  while [ ${#queue[@]} -gt 0 ]; do
-    file=${queue[0]}; queue=("${queue[@]:1}")
-    for soname in $(needed "$file"); do
-      case "$seen" in *" $soname "*) continue ;; esac
-      seen+="$soname "
-      [ -e "$LIBTORCH/lib/$soname" ] || continue
-      real=$(readlink -f "$LIBTORCH/lib/$soname")
+copied=0 seen=" "
+if [ "$cross" = 0 ]; then
+  # copy_ldd_closure FILE: every library ldd resolves for FILE into LIBTORCH, into lib/.
+  copy_ldd_closure() {
+    local ldd_out soname path real
+    ldd_out=$(LD_LIBRARY_PATH="$LIBTORCH/lib" ldd "$1") || fail "ldd $1 failed"
+    if grep -q 'not found' <<<"$ldd_out"; then fail "ldd $1: $(grep 'not found' <<<"$ldd_out" | tr -s ' \t' ' ')"; fi
+    while read -r soname path; do
+      [ -e "$path" ] || continue
+      real=$(readlink -f "$path")
+      from_libtorch "$real" || from_libtorch "$(cd "$(dirname "$path")" && pwd -P)/x" || continue
+      [ -e "$stage.tmp/lib/$soname" ] && continue
       cp "$real" "$stage.tmp/lib/$soname" || fail "cannot copy $real"
-      queue+=("$real")
       copied=$((copied + 1))
+      companions "$real"
+    done < <(awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' <<<"$ldd_out")
+  }
+  copy_closure() { copy_ldd_closure "$@"; }
+else
+  # No ldd for a foreign binary: the closure of DT_NEEDED over the search folders, with readelf.
+  needed() { aarch64-linux-gnu-readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+  search_dirs=("$LIBTORCH/lib")
+  [ "$cuda_target" = 0 ] || search_dirs+=("$NATIVE_CUDA_LIB")
+  copy_closure() {
+    local queue=("$@") file soname dir real
+    while [ ${#queue[@]} -gt 0 ]; do
+      file=${queue[0]}; queue=("${queue[@]:1}")
+      for soname in $(needed "$file"); do
+        case "$seen" in *" $soname "*) continue ;; esac
+        seen+="$soname "
+        for dir in "${search_dirs[@]}"; do
+          [ -e "$dir/$soname" ] || continue
+          real=$(readlink -f "$dir/$soname")
+          cp "$real" "$stage.tmp/lib/$soname" || fail "cannot copy $real"
+          queue+=("$real")
+          copied=$((copied + 1))
+          companions "$real"
+          break
+        done
+      done
     done
+  }
+fi
+# companions FILE: what FILE's library opens by itself at run time, not through DT_NEEDED, from the
+# folder it came from: cuDNN 9's sub-libraries (engines, graph, heuristics, ops), NVRTC's builtins.
+companions() {
+  local dir pattern f
+  dir=$(dirname "$1")
+  case "$(basename "$1")" in
+    libcudnn.so.*) pattern='libcudnn_*.so*' ;;
+    libnvrtc.so.*) pattern='libnvrtc-builtins*.so*' ;;
+    *) return 0 ;;
+  esac
+  for f in "$dir"/$pattern; do
+    [ -f "$f" ] && [ ! -e "$stage.tmp/lib/$(basename "$f")" ] || continue
+    cp "$(readlink -f "$f")" "$stage.tmp/lib/$(basename "$f")" || fail "cannot copy $f"
+    copied=$((copied + 1))
+    [ "$cross" = 0 ] || copy_closure "$f"
+  done
+}
+copy_closure "$built"
+# libtorch's CUDA part: nothing in the binary references libtorch_cuda.so by symbol, so the
+# linker's --as-needed drops it and the binary's closure never reaches it. headroom dlopens it at
+# run time from beside lib/libtorch_cpu.so (crates/train/src/lib.rs, libtorch_cuda), so a CUDA
+# libtorch's bundle carries it with its own closure.
+cuda_lib=""
+if [ "$cuda_target" = 1 ]; then
+  cuda_lib=$NATIVE_CUDA_LIB
+elif [ -e "$LIBTORCH/lib/libtorch_cuda.so" ]; then
+  cuda_lib=$(dirname "$(readlink -f "$LIBTORCH/lib/libtorch_cuda.so")")
+fi
+case ",$features," in
+  *,cuda,*) [ -n "$cuda_lib" ] || fail "--features $features asks for CUDA, but $LIBTORCH/lib has no libtorch_cuda.so \
+(a CPU libtorch: training would run on the CPU); give the CUDA build of torch, or drop cuda from --features" ;;
+esac
+if [ -n "$cuda_lib" ]; then
+  [ -f "$cuda_lib/libtorch_cuda.so" ] || fail "no libtorch_cuda.so in $cuda_lib"
+  step "carrying libtorch's CUDA part: libtorch_cuda.so from $cuda_lib and its closure"
+  cp "$(readlink -f "$cuda_lib/libtorch_cuda.so")" "$stage.tmp/lib/libtorch_cuda.so" || fail "cannot copy libtorch_cuda.so"
+  seen+="libtorch_cuda.so "
+  copy_closure "$cuda_lib/libtorch_cuda.so"
+  for f in libtorch_cuda.so libc10_cuda.so; do
+    [ -f "$stage.tmp/lib/$f" ] || fail "a CUDA build whose bundle has no lib/$f: training would run on the CPU"
   done
 fi
 [ "$copied" -gt 0 ] || fail "ldd resolved nothing into $LIBTORCH: is the binary built with the libtorch feature?"
@@ -210,7 +281,9 @@ cp "$root/README.md" "$root/docs/FIELD.md" "$root/docs/GUIDE.md" "$stage.tmp/sha
 
 # Every library the bundled binary needs must now resolve inside lib/ or on the system, with an
 # empty environment.
-if [ "$target" != aarch64 ]; then
+# The driver comes from the system on every NVIDIA machine (L4T on a Jetson), never from a bundle.
+driver_lib() { case "$1" in libcuda.so.1|libnvidia-ml.so.1) return 0 ;; esac; return 1; }
+if [ "$cross" = 0 ]; then
   ldd_bundle=$(env -i PATH=/usr/bin:/bin ldd "$stage.tmp/bin/headroom") || fail "ldd of the bundled binary failed"
   if grep -q 'not found' <<<"$ldd_bundle"; then
     fail "the bundled binary cannot find: $(grep 'not found' <<<"$ldd_bundle" | tr -s ' \t' ' ')"
@@ -223,6 +296,7 @@ else
     for soname in $(needed "$file"); do
       [ -e "$stage.tmp/lib/$soname" ] || [ -e "/lib/aarch64-linux-gnu/$soname" ] \
         || [ -e "/usr/lib/aarch64-linux-gnu/$soname" ] || [ "$soname" = ld-linux-aarch64.so.1 ] \
+        || driver_lib "$soname" \
         || fail "$(basename "$file") needs $soname, which is neither in lib/ nor a system library"
     done
   done
@@ -231,7 +305,7 @@ if find "$stage.tmp" -type l | grep -q .; then fail "symlinks in the bundle: $(f
 
 step "writing the --help text of every subcommand (by running the bundled binary)"
 # With an empty environment: the bundle's RUNPATH and lib/ alone (qemu gets no LD_LIBRARY_PATH either).
-if [ "$target" != aarch64 ]; then
+if [ "$cross" = 0 ]; then
   run_bundled() { env -i PATH=/usr/bin:/bin "$stage.tmp/bin/headroom" "$@"; }
 else
   run_bundled() { env -i PATH=/usr/bin:/bin "$root/scripts/cross/qemu-runner.sh" "$stage.tmp/bin/headroom" "$@"; }
@@ -252,8 +326,20 @@ if [ "$target" = native ]; then
   done | awk '$2 == "=>" {print $1, $3}' | sort -u \
     | grep -v -E '^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^ ]*)\.so' \
     | grep -v " $stage.tmp/lib/" > "$stage.tmp/SYSTEM-LIBS" || true
-  cuda_build=no; [ -e "$LIBTORCH/lib/libtorch_cuda.so" ] && cuda_build=yes
+  cuda_build=no; [ -f "$stage.tmp/lib/libtorch_cuda.so" ] && cuda_build="yes (lib/libtorch_cuda.so)"
   libs_text="libtorch from $LIBTORCH (CUDA build: $cuda_build), ONNX Runtime from $(dirname "$ort_real"); features: ${features:-default}"
+elif [ "$cuda_target" = 1 ]; then
+  # What the JetPack 7 bundle leaves to the system: the driver, which libcudart opens by name
+  # (no DT_NEEDED names it), and what every lib/ file needs from the arm64 system (glibc, libstdc++).
+  {
+    echo "libcuda.so.1 => the NVIDIA driver's (on a Jetson: Jetson Linux's own), opened by libcudart at run time"
+    for file in "$stage.tmp/bin/headroom" "$stage.tmp"/lib/*; do needed "$file"; done | sort -u | while read -r soname; do
+      [ -e "$stage.tmp/lib/$soname" ] || echo "$soname => the system's (Ubuntu 24.04 on JetPack 7)"
+    done
+  } > "$stage.tmp/SYSTEM-LIBS"
+  libs_text="libtorch $(cat "$LIBTORCH/build-version") CUDA build \
+(SBSA CUDA 13, PyPI wheels; CUDA build: yes (lib/libtorch_cuda.so) with the CUDA libraries its wheel pins), \
+ONNX Runtime CPU (PyPI has no aarch64 CUDA build); for JetPack 7 (SBSA CUDA 13): only the driver from the system"
 else
   libs_text="CPU (libtorch and ONNX Runtime CPU builds from PyPI wheels)"
 fi

@@ -7,6 +7,8 @@
 # Usage: scripts/cross-build.sh native [deps|build|run|env]   (no word: all three, in order)
 #   deps   download the aarch64 wheels of the versions scripts/setup.sh pins, unpack libtorch
 #          and ONNX Runtime under $HEADROOM_DEPS_AARCH64 (idempotent; no root)
+#   cuda-deps  deps, then the CUDA half of the torch wheel and the CUDA 13 wheels it pins, flat in
+#          $HEADROOM_DEPS_AARCH64/cuda/lib (~3 GB; for scripts/bundle.sh --target aarch64-jetpack7)
 #   build  cargo build -p headroom-cli --target aarch64-unknown-linux-gnu, default features
 #   run    --help, doctor, inspect --check, synth + label, a short train, under qemu: a table
 #   env    print the environment build/run use (to source)
@@ -32,6 +34,8 @@ native_versions() {
   TORCH_VERSION=$(native_pin TORCH_VERSION)
   CUDART_VERSION=$(native_pin CUDART_VERSION)
   CUPTI_VERSION=$(native_pin CUPTI_VERSION)
+  CRT_VERSION=$(native_pin CRT_VERSION)
+  native_cuda_include="$native_deps/cuda-headers-$CUDART_VERSION-$CRT_VERSION/nvidia/cu13/include"
   ORT_VERSION=$(native_pin ORT_VERSION)
   native_ort_lib="$native_deps/onnxruntime-$ORT_VERSION/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
 }
@@ -87,8 +91,90 @@ cmd_native_deps() {
       "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION" onnxruntime/capi/libonnxruntime_providers_shared.so
     [ -f "$native_ort_lib" ] || fail "the aarch64 onnxruntime wheel has no libonnxruntime.so.$ORT_VERSION"
   fi
+  # The CUDA runtime headers (no library) for headroom's CUDA memory readings (scripts/setup.sh).
+  if [ ! -f "$native_cuda_include/crt/host_config.h" ]; then
+    local headers="$native_deps/cuda-headers-$CUDART_VERSION-$CRT_VERSION"
+    rm -rf "$headers"
+    native_download "nvidia-cuda-runtime==$CUDART_VERSION" "nvidia_cuda_runtime-$CUDART_VERSION-*aarch64.whl"
+    native_extract "$WHEEL" "$headers" nvidia/cu13/include/
+    native_download "nvidia-cuda-crt==$CRT_VERSION" "nvidia_cuda_crt-$CRT_VERSION-*aarch64.whl"
+    native_extract "$WHEEL" "$headers" nvidia/cu13/include/
+    [ -f "$native_cuda_include/crt/host_config.h" ] || fail "no $native_cuda_include/crt/host_config.h in the CUDA wheels"
+  fi
   native_check_deps
   step "aarch64 deps ready: libtorch $TORCH_VERSION in $native_lt, ONNX Runtime $ORT_VERSION at $native_ort_lib"
+}
+
+# The CUDA half of the aarch64 torch wheel and the CUDA 13 libraries it was built with, for the
+# JetPack 7 bundle (scripts/bundle.sh --target aarch64-jetpack7; docs/DECISIONS.md "The JetPack 7
+# bundle"): JetPack 7.2 puts Orin on the SBSA CUDA 13 userspace these PyPI wheels are built for.
+# The versions are the torch wheel's own pins (its Requires-Dist, and those of the cuda-toolkit
+# meta-package it pins), read from the downloaded wheels: nothing here can drift from torch. Every
+# shared library of those wheels is unpacked, flat, into $native_cuda_lib (which bundle.sh searches);
+# left out: cuSOLVER (only libtorch_cuda_linalg.so, which torch opens for linear algebra, needs it)
+# and NVTX (headers).
+native_cuda_lib="$native_deps/cuda/lib"
+NATIVE_CUDA_TORCH_LIBS=(libtorch_cuda.so libc10_cuda.so libtorch_nvshmem.so)
+NATIVE_CUDA_TOOLKIT_PARTS=(nvidia-cublas nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusparse nvidia-nvjitlink
+  nvidia-cuda-nvrtc)
+NATIVE_CUDA_TORCH_PARTS=(nvidia-cudnn-cu13 nvidia-cusparselt-cu13 nvidia-nccl-cu13 nvidia-nvshmem-cu13)
+
+# wheel_pin WHEEL NAME: the version WHEEL's metadata pins NAME to (`NAME==V` or `NAME==V.*`;
+# `NAME<14,>=V` gives V).
+wheel_pin() {
+  python3 - "$1" "$2" <<'PY' || fail "$1 pins no version of $2"
+import re, sys, zipfile
+wheel, name = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    for line in z.read(meta).decode().splitlines():
+        m = re.match(rf"Requires-Dist: {re.escape(name)}(?:\[[^\]]*\])?\s*(?:==\s*([0-9][0-9.]*?)(?:\.\*)?|<[0-9.]+,\s*>=\s*([0-9.]+))\s*(;|$)", line)
+        if m and "aarch64" in line or m and "platform_machine" not in line:
+            print(m.group(1) or m.group(2)); sys.exit(0)
+sys.exit(1)
+PY
+}
+
+cmd_native_cuda_deps() {
+  cmd_native_deps
+  local torch_whl toolkit_whl toolkit part pin stamp="$native_deps/cuda/versions" want="" got
+  torch_whl=$(find "$native_deps/wheels" -maxdepth 1 -name "torch-$TORCH_VERSION-cp311-*aarch64.whl" -print -quit)
+  [ -n "$torch_whl" ] || fail "no torch $TORCH_VERSION aarch64 wheel in $native_deps/wheels"
+  toolkit=$(wheel_pin "$torch_whl" cuda-toolkit) || exit 1
+  want="torch $TORCH_VERSION cuda-toolkit $toolkit"
+  for part in "${NATIVE_CUDA_TORCH_PARTS[@]}"; do want+=" $part $(wheel_pin "$torch_whl" "$part")" || exit 1; done
+  got=$(cat "$stamp" 2>/dev/null || true)
+  if [ "$got" = "$want" ] && [ -f "$native_cuda_lib/libtorch_cuda.so" ]; then
+    step "aarch64 CUDA libraries ready in $native_cuda_lib ($want)"
+    return 0
+  fi
+  rm -rf "$native_deps/cuda"
+  mkdir -p "$native_cuda_lib" "$native_deps/cuda/unpack"
+  native_download "cuda-toolkit==$toolkit" "cuda_toolkit-$toolkit*.whl"; toolkit_whl=$WHEEL
+  local specs=()
+  for part in "${NATIVE_CUDA_TOOLKIT_PARTS[@]}"; do
+    pin=$(wheel_pin "$toolkit_whl" "$part") || exit 1
+    specs+=("$part==$pin")
+  done
+  for part in "${NATIVE_CUDA_TORCH_PARTS[@]}"; do specs+=("$part==$(wheel_pin "$torch_whl" "$part")"); done
+  local spec name version members=()
+  for spec in "${specs[@]}"; do
+    name=${spec%%==*} version=${spec#*==}
+    # pip's wheel names: dashes become underscores; the version may carry a post-release suffix.
+    native_download "$spec" "${name//-/_}-$version*aarch64.whl"
+    native_extract "$WHEEL" "$native_deps/cuda/unpack" nvidia/
+  done
+  step "unpacking the CUDA part of aarch64 torch $TORCH_VERSION"
+  for f in "${NATIVE_CUDA_TORCH_LIBS[@]}"; do members+=("torch/lib/$f"); done
+  native_extract "$torch_whl" "$native_deps/cuda/unpack" "${members[@]}"
+  # Flat: each library under its file name (the names the loader asks for: sonames).
+  find "$native_deps/cuda/unpack" -type f -path '*/lib/*.so*' -exec mv -t "$native_cuda_lib" {} +
+  rm -rf "$native_deps/cuda/unpack"
+  for f in "${NATIVE_CUDA_TORCH_LIBS[@]}" libcudnn.so.9 libcublas.so.13 libnccl.so.2; do
+    [ -f "$native_cuda_lib/$f" ] || fail "the CUDA wheels gave no $f (in $native_cuda_lib)"
+  done
+  echo "$want" > "$stamp"
+  step "aarch64 CUDA libraries ready in $native_cuda_lib: $(du -sm "$native_cuda_lib" | cut -f1) MB ($want)"
 }
 
 # Every NEEDED of libtorch_cpu.so and libonnxruntime must be in libtorch/lib or the arm64 multiarch
@@ -114,8 +200,8 @@ native_env() {
   native_versions
   export CARGO_TARGET_DIR="${NATIVE_TARGET_DIR:-/var/cache/headroom/target-aarch64-native}"
   preflight
-  if [ ! -f "$native_lt/build-version" ] || [ ! -f "$native_ort_lib" ]; then
-    fail "the aarch64 libtorch/ONNX Runtime are missing: run scripts/cross-build.sh native deps"
+  if [ ! -f "$native_lt/build-version" ] || [ ! -f "$native_ort_lib" ] || [ ! -f "$native_cuda_include/crt/host_config.h" ]; then
+    fail "the aarch64 libtorch, ONNX Runtime or CUDA runtime headers are missing: run scripts/cross-build.sh native deps"
   fi
   export LIBTORCH="$native_lt" LIBTORCH_CXX11_ABI=1
   unset LIBTORCH_USE_PYTORCH LIBTORCH_INCLUDE LIBTORCH_LIB
@@ -123,6 +209,7 @@ native_env() {
   # the $ORIGIN in its RUNPATH finds them in libtorch/lib today, -rpath-link whatever the layout.
   export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C link-arg=-Wl,-rpath-link,$native_lt/lib"
   export ORT_DYLIB_PATH="$native_ort_lib"
+  export HEADROOM_CUDA_INCLUDE="$native_cuda_include"
   export QEMU_SET_ENV="LD_LIBRARY_PATH=$native_lt/lib"
   NATIVE_BIN="$CARGO_TARGET_DIR/$TARGET/debug/headroom"
 }
@@ -220,6 +307,8 @@ export LIBTORCH_CXX11_ABI=$LIBTORCH_CXX11_ABI
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
 export ORT_DYLIB_PATH=$ORT_DYLIB_PATH
 export QEMU_SET_ENV=$QEMU_SET_ENV
+export NATIVE_CUDA_LIB=$native_cuda_lib
+export HEADROOM_CUDA_INCLUDE=$native_cuda_include
 # then: $CARGO_BIN build -p headroom-cli --target $TARGET
 #       scripts/cross/qemu-runner.sh $NATIVE_BIN doctor
 EOF
@@ -228,10 +317,11 @@ EOF
 cmd_native() {
   case "${1:-all}" in
     deps) shift; cmd_native_deps "$@" ;;
+    cuda-deps) shift; cmd_native_cuda_deps "$@" ;;
     build) shift; cmd_native_build "$@" ;;
     run) shift; cmd_native_run "$@" ;;
     env) shift; cmd_native_env "$@" ;;
     all) [ $# -eq 0 ] || shift; cmd_native_deps; cmd_native_build; cmd_native_run ;;
-    *) fail "native: unknown step '$1' (deps, build, run, env; none for all three)" ;;
+    *) fail "native: unknown step '$1' (deps, cuda-deps, build, run, env; none for deps, build and run)" ;;
   esac
 }

@@ -2,7 +2,7 @@
 # Pinned wheels from PyPI for a given CPU: sourced by scripts/setup.sh (x86_64) and
 # scripts/cross/native.sh (aarch64), which define `fail` and `step`.
 
-# wheel_download DIR ARCH NAME==VERSION GLOB: sets WHEEL to the CPython 3.11 manylinux wheel for
+# wheel_download DIR ARCH NAME==VERSION GLOB: sets WHEEL to the CPython 3.11 (or pure) manylinux wheel for
 # ARCH (x86_64, aarch64) in DIR, downloading it when no file there matches GLOB.
 # (Not used as $(wheel_download ...): in a subshell its fail would be reported twice, under the wrong step.)
 wheel_download() {
@@ -15,6 +15,8 @@ wheel_download() {
     python3 -m pip download --quiet --disable-pip-version-check --no-deps \
       --only-binary=:all: --platform "manylinux_2_28_$arch" --platform "manylinux2014_$arch" \
       --platform "manylinux_2_17_$arch" --platform "manylinux_2_25_$arch" \
+      --platform "manylinux_2_18_$arch" --platform "manylinux_2_24_$arch" --platform "manylinux_2_26_$arch" \
+      --platform "manylinux_2_27_$arch" \
       --python-version 3.11 --implementation cp -d "$wheels" "$spec" >&2 \
       || fail "pip could not download $what (is PyPI reachable?)"
     found=$(find "$wheels" -maxdepth 1 -name "$glob" -print -quit)
