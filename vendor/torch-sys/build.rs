@@ -57,6 +57,10 @@ fn cxx11_abi(lib: &Path) -> Option<bool> {
 fn cuda_headers() -> Option<PathBuf> {
     let complete = |dir: &Path| dir.join("cuda_runtime.h").is_file() && dir.join("crt/host_config.h").is_file();
     if let Some(dir) = env_var("HEADROOM_CUDA_INCLUDE").map(PathBuf::from) {
+        // Given explicitly: headers unpacked after a build (or removed) rebuild the wrapper.
+        for file in ["cuda_runtime.h", "crt/host_config.h"] {
+            println!("cargo:rerun-if-changed={}", dir.join(file).display());
+        }
         if complete(&dir) {
             return Some(dir);
         }

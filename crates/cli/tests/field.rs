@@ -132,7 +132,8 @@ mod with_libraries {
              echo '[TensorRT v100300] [b30] # trtexec'\necho '[I] Selected Device: Orin'\n",
         )
         .expect("write trtexec");
-        std::fs::set_permissions(&trtexec, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&trtexec, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
         let with_trtexec = ("TRTEXEC", s(&trtexec));
         for point in ["label:mid", "plan", "train:mid", "export:mid", "eval", "deploy", "deploy-swap"] {
             let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", point), with_trtexec]);
@@ -215,7 +216,11 @@ mod with_libraries {
         quick_args.extend(["--epochs".into(), "1".into(), "--json".into()]);
         let out = run(&quick_args, &[]);
         assert!(out.status.success(), "{}", text(&out));
-        assert!(text(&out).contains("no trtexec ($TRTEXEC, /usr/src/tensorrt/bin/trtexec, PATH)"), "{}", text(&out));
+        assert!(
+            text(&out).contains("no trtexec ($TRTEXEC, /usr/src/tensorrt/bin/trtexec, PATH)"),
+            "{}",
+            text(&out)
+        );
         let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json summary");
         assert!(summary["engines"].is_null(), "no engines without trtexec: {summary}");
         assert_eq!(summary["decision"], "kept", "{summary}");

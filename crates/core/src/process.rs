@@ -7,7 +7,8 @@ use std::path::PathBuf;
 pub fn mapped_libraries() -> Vec<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let mut files: Vec<PathBuf> = Vec::new();
-    for path in maps.lines().filter_map(|line| line.split_whitespace().nth(5)).filter(|p| p.starts_with('/')) {
+    for path in maps.lines().filter_map(|line| line.split_whitespace().nth(5)).filter(|p| p.starts_with('/'))
+    {
         let path = PathBuf::from(path);
         if !files.contains(&path) {
             files.push(path);

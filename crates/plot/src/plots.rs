@@ -193,7 +193,8 @@ fn charts(table: &Table, lines: &MemoryLines) -> Result<Vec<Chart>> {
         ("map50_95", "mAP50-95"),
     ])?;
     let lr = series(&[("lr", "learning rate")])?;
-    let memory = series(&[("peak_rss_mb", "peak RSS"), ("peak_gpu_mb", "peak GPU (CUDA allocator, reserved)")])?;
+    let memory =
+        series(&[("peak_rss_mb", "peak RSS"), ("peak_gpu_mb", "peak GPU (CUDA allocator, reserved)")])?;
 
     let mut charts = Vec::new();
     if !loss.is_empty() {

@@ -133,7 +133,10 @@ fn write_results_csv(dir: &Path, metrics: &str) -> Result<()> {
 /// The best fitness recorded in `metrics.csv` (for a resumed run).
 pub fn read_best(dir: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(dir.join(METRICS_FILE)).ok()?;
-    text.lines().skip(1).filter_map(|l| l.split(',').nth(FITNESS_COLUMN)?.parse::<f64>().ok()).reduce(f64::max)
+    text.lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(FITNESS_COLUMN)?.parse::<f64>().ok())
+        .reduce(f64::max)
 }
 
 /// What `metrics.csv` says of the epochs done: the best one (1-based, the first of equal
@@ -190,7 +193,8 @@ fn with_gpu_column(text: String) -> String {
 /// allocator's reserved peak in `peak_gpu_mb`); returns the file's text.
 pub fn append_metrics(dir: &Path, stats: &EpochStats, m: &Metrics, peak: &PeakMemory) -> Result<String> {
     let path = dir.join(METRICS_FILE);
-    let mut text = with_gpu_column(std::fs::read_to_string(&path).unwrap_or_else(|_| METRICS_HEADER.to_string()));
+    let mut text =
+        with_gpu_column(std::fs::read_to_string(&path).unwrap_or_else(|_| METRICS_HEADER.to_string()));
     text.push_str(&format!(
         "{},{:.6},{:.6},{:.6},{:.6},{:.6e},{},{:.2},{:.1},{:.6},{:.6},{:.6},{:.6},{:.6},{}\n",
         stats.epoch + 1,
@@ -307,7 +311,12 @@ mod tests {
                 fitness,
                 per_class: Vec::new(),
             };
-            let peak = PeakMemory { rss_mb: 100.0, cuda_reserved_mb: None, cuda_allocated_mb: None, counted_mb: 100.0 };
+            let peak = PeakMemory {
+                rss_mb: 100.0,
+                cuda_reserved_mb: None,
+                cuda_allocated_mb: None,
+                counted_mb: 100.0,
+            };
             append_metrics(dir.path(), &EpochStats { epoch, ..stats.clone() }, &m, &peak).expect("append");
         }
         assert_eq!(read_best(dir.path()), Some(0.7));
@@ -355,7 +364,12 @@ mod tests {
             fitness: 0.7,
             per_class: Vec::new(),
         };
-        let peak = PeakMemory { rss_mb: 120.0, cuda_reserved_mb: Some(512.0), cuda_allocated_mb: Some(300.0), counted_mb: 632.0 };
+        let peak = PeakMemory {
+            rss_mb: 120.0,
+            cuda_reserved_mb: Some(512.0),
+            cuda_allocated_mb: Some(300.0),
+            counted_mb: 632.0,
+        };
         let text = append_metrics(dir.path(), &stats, &m, &peak).expect("append");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], METRICS_HEADER.trim_end());

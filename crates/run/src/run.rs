@@ -299,7 +299,9 @@ fn execute(
         trainer.set_teacher(teacher.into_teacher(device))?;
     }
     let pool = match device {
-        headroom_train::tch::Device::Cuda(index) => MemoryPool::Cuda { device: index, unified: preset.unified },
+        headroom_train::tch::Device::Cuda(index) => {
+            MemoryPool::Cuda { device: index, unified: preset.unified }
+        }
         _ => MemoryPool::Cpu,
     };
     observer.memory_pool(pool);

@@ -29,14 +29,26 @@ impl CudaLibrary {
     pub fn advice(&self) -> Option<&'static str> {
         let CudaLibrary::Failed { error, .. } = self else { return None };
         const KNOWN: [(&str, &str); 8] = [
-            ("libcuda.so", "the NVIDIA driver's libcuda.so.1 (on a Jetson: L4T's nvidia-l4t-cuda, part of JetPack)"),
+            (
+                "libcuda.so",
+                "the NVIDIA driver's libcuda.so.1 (on a Jetson: L4T's nvidia-l4t-cuda, part of JetPack)",
+            ),
             ("libcudnn", "cuDNN 9 (JetPack: apt install cudnn9-cuda-12 or the `cudnn` package of its CUDA)"),
-            ("libcudss", "cuDSS (the Jetson AI Lab torch 2.8 wheels need it: NVIDIA's cudss package, docs/GUIDE.md)"),
+            (
+                "libcudss",
+                "cuDSS (the Jetson AI Lab torch 2.8 wheels need it: NVIDIA's cudss package, docs/GUIDE.md)",
+            ),
             ("libcusparseLt", "cuSPARSELt (NVIDIA's libcusparselt package, docs/GUIDE.md)"),
             ("libopenblas", "OpenBLAS (apt install libopenblas0)"),
             ("libnccl", "NCCL (the wheel's nvidia-nccl, or NVIDIA's libnccl2)"),
-            ("GLIBCXX_", "a newer libstdc++ (the wheel was built with a newer GCC than the system's; docs/GUIDE.md)"),
-            ("libcu", "the CUDA toolkit's libraries of the version libtorch was built for (JetPack's cuda-libraries)"),
+            (
+                "GLIBCXX_",
+                "a newer libstdc++ (the wheel was built with a newer GCC than the system's; docs/GUIDE.md)",
+            ),
+            (
+                "libcu",
+                "the CUDA toolkit's libraries of the version libtorch was built for (JetPack's cuda-libraries)",
+            ),
         ];
         KNOWN.iter().find(|(needle, _)| error.contains(needle)).map(|(_, what)| *what)
     }
@@ -45,7 +57,11 @@ impl CudaLibrary {
 /// Sorts a failed `dlopen` of `candidate`: with no file beside `libtorch_cpu.so`, a loader that
 /// cannot find `libtorch_cuda.so` itself means a CPU libtorch; anything else is a failure.
 #[cfg_attr(not(feature = "libtorch"), allow(dead_code))]
-fn cuda_library_outcome(beside: Option<std::path::PathBuf>, candidate: std::path::PathBuf, error: String) -> CudaLibrary {
+fn cuda_library_outcome(
+    beside: Option<std::path::PathBuf>,
+    candidate: std::path::PathBuf,
+    error: String,
+) -> CudaLibrary {
     let missing_itself =
         error.contains("libtorch_cuda.so: cannot open shared object file") && !error.contains('/');
     if beside.is_none() && missing_itself {
@@ -130,7 +146,8 @@ pub enum CudaMemoryUnavailable {
 }
 
 impl CudaMemoryUnavailable {
-    fn from_code(code: i64) -> Self {
+    #[cfg_attr(not(feature = "libtorch"), allow(dead_code))]
+    fn from_code(code: std::ffi::c_long) -> Self {
         match code {
             -1 => Self::NotLoaded,
             -2 => Self::NotStarted,
@@ -145,7 +162,8 @@ pub fn cuda_memory(device: usize) -> Result<CudaMemory, CudaMemoryUnavailable> {
     #[cfg(feature = "libtorch")]
     {
         let values = native::cuda_memory(device)?;
-        let [allocated, allocated_peak, reserved, reserved_peak] = values.map(|v| u64::try_from(v).unwrap_or(0));
+        let [allocated, allocated_peak, reserved, reserved_peak] =
+            values.map(|v| u64::try_from(v).unwrap_or(0));
         Ok(CudaMemory { allocated, allocated_peak, reserved, reserved_peak })
     }
     #[cfg(not(feature = "libtorch"))]
@@ -223,7 +241,7 @@ mod native {
         let mut out = [0i64; 4];
         // SAFETY: `out` holds the four values the function writes.
         let code = unsafe { headroom_cuda_memory(device, out.as_mut_ptr()) };
-        if code == 0 { Ok(out) } else { Err(super::CudaMemoryUnavailable::from_code(i64::from(code))) }
+        if code == 0 { Ok(out) } else { Err(super::CudaMemoryUnavailable::from_code(code)) }
     }
 
     pub(super) fn reset_cuda_peak(device: usize) -> bool {

@@ -47,8 +47,8 @@ pub mod student;
 pub mod trainer;
 
 pub use cuda::{
-    CudaLibrary, CudaMemory, CudaMemoryUnavailable, cuda_available, cuda_device_count, cuda_memory, libtorch_cuda,
-    reset_cuda_peak,
+    CudaLibrary, CudaMemory, CudaMemoryUnavailable, cuda_available, cuda_device_count, cuda_memory,
+    libtorch_cuda, reset_cuda_peak,
 };
 pub use error::{Error, Result};
 #[cfg(feature = "libtorch")]

@@ -279,7 +279,12 @@ mod tests {
 
     #[test]
     fn the_cap_trips_only_above_its_bytes_when_the_pass_grew() {
-        let cap = MemoryCap { bytes: 100 << 20, base: 50 << 20, armed_after: 0, pool: MemoryPool::Cuda { device: 0, unified: true } };
+        let cap = MemoryCap {
+            bytes: 100 << 20,
+            base: 50 << 20,
+            armed_after: 0,
+            pool: MemoryPool::Cuda { device: 0, unified: true },
+        };
         // 160 MiB above a base of 50, grown from 60: over.
         assert_eq!(cap.exceeded_at(210 << 20, 60 << 20), Some(160 << 20));
         // Over the cap but nothing new reserved during the pass (the allocator's cache reused).

@@ -168,9 +168,21 @@ fn check_cuda() -> Check {
                  on the CPU"
                     .to_string()
             };
+            // The caching allocator's readings (vendor/torch-sys/libtch/headroom_cuda.cpp): found
+            // through libc10_cuda.so's own symbol, whether or not a device is there.
+            use headroom_train::CudaMemoryUnavailable as No;
+            let readings = match headroom_train::cuda_memory(0) {
+                Ok(m) => format!("{} MiB reserved", m.reserved >> 20),
+                Err(No::NotStarted | No::NoSuchDevice) => "ready".into(),
+                Err(No::NotLoaded) => "the allocator's symbol is not in the loaded libc10_cuda.so".into(),
+                Err(No::NotBuiltIn) => "not built in (built without the CUDA runtime headers)".into(),
+            };
             Check {
                 ok: true,
-                detail: format!("libtorch_cuda.so from {}; {devices}", path.display()),
+                detail: format!(
+                    "libtorch_cuda.so from {}; {devices}; CUDA allocator readings: {readings}",
+                    path.display()
+                ),
                 library: Some(path.clone()),
                 version: None,
             }

@@ -209,7 +209,9 @@ mod tests {
         assert!(super::header(true, cpu).contains("kd_loss"));
         let jetson = super::MemoryPool::Cuda { device: 0, unified: true };
         assert!(super::header(false, jetson).contains("RAM+GPU"));
-        assert!(super::header(false, super::MemoryPool::Cuda { device: 0, unified: false }).contains("GPU_mem"));
+        assert!(
+            super::header(false, super::MemoryPool::Cuda { device: 0, unified: false }).contains("GPU_mem")
+        );
     }
 
     #[test]

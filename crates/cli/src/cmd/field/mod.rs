@@ -720,4 +720,3 @@ fn stopped(outcome: Outcome) -> Outcome {
 fn path(p: &Path) -> String {
     p.display().to_string()
 }
-
