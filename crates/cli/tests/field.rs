@@ -8,115 +8,10 @@ mod common;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod with_libraries {
     use std::os::unix::process::ExitStatusExt as _;
-    use std::path::{Path, PathBuf};
-    use std::process::Output;
+    use std::path::Path;
 
-    use crate::common::{demo_model, headroom, headroom_command, output_text as text, repo_root, s};
-
-    fn sha(path: &Path) -> String {
-        use sha2::Digest as _;
-        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    fn synth(out: &Path, preset: &str, seed: u64, train: usize, val: usize) -> PathBuf {
-        let (seed, train, val) = (seed.to_string(), train.to_string(), val.to_string());
-        let run = headroom(&[
-            "-q",
-            "synth",
-            "--preset",
-            preset,
-            "--seed",
-            &seed,
-            "--train",
-            &train,
-            "--val",
-            &val,
-            "--out",
-            s(out),
-        ]);
-        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-        out.join("data.yaml")
-    }
-
-    struct Scene {
-        _dir: tempfile::TempDir,
-        root: PathBuf,
-        images: PathBuf,
-        holdout: PathBuf,
-        old: PathBuf,
-        deployed: PathBuf,
-        original: String,
-        always: PathBuf,
-    }
-
-    fn scene() -> Scene {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().to_path_buf();
-        synth(&root.join("new"), "field", 11, 20, 1);
-        let holdout = synth(&root.join("holdout"), "field", 12, 1, 12);
-        let old = synth(&root.join("old"), "base", 13, 8, 8);
-        std::fs::create_dir_all(root.join("app")).expect("mkdir");
-        let deployed = root.join("app/model.onnx");
-        std::fs::copy(demo_model(), &deployed).expect("copy the demo model");
-        // A gate that deploys any candidate: the kill test is about the steps, not the decision.
-        let always = root.join("always.toml");
-        std::fs::write(
-            &always,
-            "epochs = 1\ntrain = \"head\"\n[gate]\nmin_gain = -100\nold_tolerance = 100\nclass_tolerance = 100\nresamples = 50\n",
-        )
-        .expect("write preset");
-        let original = sha(&deployed);
-        Scene {
-            images: root.join("new/images/train"),
-            holdout,
-            old,
-            deployed,
-            original,
-            always,
-            root,
-            _dir: dir,
-        }
-    }
-
-    fn field_args(scene: &Scene, preset: &Path) -> Vec<String> {
-        let teacher = repo_root().join("models/demo/teacher-shapes-160.onnx");
-        [
-            "field",
-            "run",
-            "--images",
-            s(&scene.images),
-            "--teacher",
-            s(&teacher),
-            "--model",
-            s(&scene.deployed),
-            "--holdout",
-            s(&scene.holdout),
-            "--old",
-            s(&scene.old),
-            "--preset",
-            s(preset),
-            "--threads",
-            "2",
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect()
-    }
-
-    /// Runs `headroom ARGS` with no Python reachable (an empty PATH) and these variables.
-    fn run(args: &[String], env: &[(&str, &str)]) -> Output {
-        let mut command = headroom_command();
-        command.args(args).env("PATH", "").env_remove("HEADROOM_FIELD_KILL_AT").env_remove("TRTEXEC");
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        command.output().expect("headroom runs")
-    }
-
-    fn work(scene: &Scene) -> PathBuf {
-        scene.root.join("app/.headroom-field")
-    }
+    use crate::common::field::{field_args, run, scene, sha, synth, work};
+    use crate::common::{demo_model, headroom, output_text as text, repo_root, s};
 
     #[test]
     fn killed_at_every_step_the_deployed_model_stays_whole_and_reruns_finish_rollback_lock_and_gate() {
@@ -132,7 +27,8 @@ mod with_libraries {
              echo '[TensorRT v100300] [b30] # trtexec'\necho '[I] Selected Device: Orin'\n",
         )
         .expect("write trtexec");
-        std::fs::set_permissions(&trtexec, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&trtexec, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
         let with_trtexec = ("TRTEXEC", s(&trtexec));
         for point in ["label:mid", "plan", "train:mid", "export:mid", "eval", "deploy", "deploy-swap"] {
             let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", point), with_trtexec]);
@@ -215,7 +111,11 @@ mod with_libraries {
         quick_args.extend(["--epochs".into(), "1".into(), "--json".into()]);
         let out = run(&quick_args, &[]);
         assert!(out.status.success(), "{}", text(&out));
-        assert!(text(&out).contains("no trtexec ($TRTEXEC, /usr/src/tensorrt/bin/trtexec, PATH)"), "{}", text(&out));
+        assert!(
+            text(&out).contains("no trtexec ($TRTEXEC, /usr/src/tensorrt/bin/trtexec, PATH)"),
+            "{}",
+            text(&out)
+        );
         let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json summary");
         assert!(summary["engines"].is_null(), "no engines without trtexec: {summary}");
         assert_eq!(summary["decision"], "kept", "{summary}");
