@@ -11,7 +11,7 @@ mod with_libraries {
     use std::path::{Path, PathBuf};
 
     use crate::common::field::{field_args, run, scene, sha, work};
-    use crate::common::{demo_model, output_text as text, repo_root, s};
+    use crate::common::{demo_model, headroom_command, output_text as text, repo_root, s};
 
     /// nobody:nogroup on Debian and Ubuntu (the tests run as root, which may give files to them).
     const NOBODY: u32 = 65534;
@@ -309,5 +309,84 @@ mod with_libraries {
             "{}",
             text(&out)
         );
+    }
+
+    #[test]
+    fn install_service_writes_absolute_paths_and_refuses_what_is_not_a_calendar_event() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let install = |calendar: &str, path_var: &str, flags: &[&str]| {
+            let mut args =
+                strings(&["field", "install-service", "--unit-dir", "units", "--env-file", "field.env"]);
+            args.extend(["--on-calendar".into(), calendar.into(), "--".into()]);
+            args.extend(strings(flags));
+            let mut command = headroom_command();
+            command.args(&args).current_dir(root).env("PATH", path_var);
+            command.output().expect("headroom runs")
+        };
+        std::fs::write(root.join("mine.toml"), "epochs = 1\n").expect("preset");
+        let relative = [
+            "--images",
+            "new",
+            "--teacher",
+            "models/t.onnx",
+            "--model",
+            "../app/m.onnx",
+            "--holdout=h.yaml",
+            "--preset",
+            "mine.toml",
+            "--work",
+            "/var/lib/field",
+        ];
+        let out = install("*-*-* 02:00:00", "", &relative);
+        assert!(out.status.success(), "{}", text(&out));
+        let env = std::fs::read_to_string(root.join("field.env")).expect("env file");
+        let r = root.display();
+        for expected in [
+            format!("--images {r}/new "),
+            format!("--teacher {r}/models/t.onnx "),
+            format!("--model {r}/../app/m.onnx "),
+            format!("--holdout={r}/h.yaml "),
+            format!("--preset {r}/mine.toml "),
+            "--work /var/lib/field\"".to_string(),
+        ] {
+            assert!(env.contains(&expected), "`{expected}` in {env}");
+        }
+        let service = std::fs::read_to_string(root.join("units/headroom-field.service")).expect("service");
+        assert!(service.contains(&format!("EnvironmentFile={r}/field.env")), "{service}");
+
+        // The usual forms pass the grammar (no systemd-analyze on an empty PATH).
+        let flags =
+            ["--images", "/d/new", "--teacher", "/t.onnx", "--model", "/m.onnx", "--holdout", "/h.yaml"];
+        for calendar in ["daily", "hourly", "Mon..Fri 03:00", "*-*-* 02:00:00", "weekly UTC"] {
+            let out = install(calendar, "", &flags);
+            assert!(out.status.success(), "{calendar}: {}", text(&out));
+            let timer = std::fs::read_to_string(root.join("units/headroom-field.timer")).expect("timer");
+            assert!(timer.contains(&format!("OnCalendar={calendar}\n")), "{timer}");
+        }
+
+        // Not a time: refused, nothing written.
+        std::fs::remove_dir_all(root.join("units")).expect("rm units");
+        std::fs::remove_file(root.join("field.env")).expect("rm env");
+        for calendar in ["not a time", "25:00", "daily at 3"] {
+            let out = install(calendar, "", &flags);
+            assert_eq!(out.status.code(), Some(2), "{calendar}: {}", text(&out));
+            assert!(
+                text(&out).contains(&format!("--on-calendar {calendar:?}: not a calendar event")),
+                "{}",
+                text(&out)
+            );
+            assert!(!root.join("units").exists() && !root.join("field.env").exists(), "{calendar}: written");
+        }
+        // With systemd-analyze on PATH, its verdict counts (here a stand-in that refuses everything).
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        let analyze = bin.join("systemd-analyze");
+        std::fs::write(&analyze, "#!/bin/sh\necho \"stand-in refuses $2\" >&2\nexit 1\n").expect("write");
+        std::fs::set_permissions(&analyze, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let out = install("daily", s(&bin), &flags);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("says: stand-in refuses daily"), "{}", text(&out));
+        assert!(!root.join("units").exists() && !root.join("field.env").exists());
     }
 }

@@ -7,6 +7,7 @@
 //! takes the child with it), except the gate, which evaluates in this process. Steps mark
 //! themselves done in `<work>/run/state.json`; a rerun after a kill at any moment continues.
 
+mod calendar;
 mod deploy;
 mod gate;
 mod inputs;
