@@ -389,4 +389,35 @@ mod with_libraries {
         assert!(text(&out).contains("says: stand-in refuses daily"), "{}", text(&out));
         assert!(!root.join("units").exists() && !root.join("field.env").exists());
     }
+
+    #[test]
+    fn an_image_named_with_a_newline_is_skipped_and_does_not_split_train_txt() {
+        let scene = scene();
+        let first = std::fs::read_dir(&scene.images)
+            .expect("images")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .min()
+            .expect("an image");
+        let ext = first.extension().expect("extension").to_string_lossy().into_owned();
+        std::fs::copy(&first, scene.images.join(format!("two\nlines.{ext}"))).expect("copy");
+        std::fs::copy(&first, scene.images.join(format!("carriage\rreturn.{ext}"))).expect("copy");
+        let out = run(&field_args(&scene, &scene.always), &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        assert!(text(&out).contains("HEADROOM_FIELD_KILL_AT=plan"), "{}", text(&out));
+        assert!(
+            text(&out).contains(&format!("skipping \"{}/two\\nlines.{ext}\"", s(&scene.images))),
+            "{}",
+            text(&out)
+        );
+        assert!(text(&out).contains("carriage\\rreturn"), "{}", text(&out));
+        let labelled = work(&scene).join("labelled");
+        let mut listed = 0;
+        for list in ["train.txt", "val.txt"] {
+            let lines = std::fs::read_to_string(labelled.join(list)).expect("list");
+            for line in lines.lines() {
+                assert!(labelled.join(line).is_file(), "{list}: `{line}` is no image");
+                listed += 1;
+            }
+        }
+        assert_eq!(listed, 20, "the 20 images, each on one line");
+    }
 }

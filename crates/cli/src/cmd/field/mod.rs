@@ -89,7 +89,7 @@ pub struct GateArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// The folder of new images (searched recursively; only images not labelled before, by
-    /// content, are labelled).
+    /// content, are labelled; a name with a line break is skipped with a warning).
     #[arg(long, value_name = "DIR")]
     pub images: PathBuf,
     /// The teacher that labels them (an ONNX detector with the deployed model's classes).
