@@ -22,6 +22,49 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// Owner, group and permission bits of a file: what a service that reads it depends on.
+#[cfg(unix)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ownership {
+    /// Owning user id.
+    pub uid: u32,
+    /// Owning group id.
+    pub gid: u32,
+    /// Permission bits (`0o7777` of `st_mode`).
+    pub mode: u32,
+}
+
+#[cfg(unix)]
+impl Ownership {
+    /// Those of the file at `path`, following symbolic links; `None` when there is no such file.
+    pub fn of(path: &Path) -> Result<Option<Ownership>> {
+        use std::os::unix::fs::MetadataExt as _;
+        match std::fs::metadata(path) {
+            Ok(meta) => Ok(Some(Ownership { uid: meta.uid(), gid: meta.gid(), mode: meta.mode() & 0o7777 })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+}
+
+/// [`write_atomic`], the new file given `ownership` (owner and group, then the permission bits)
+/// before it is flushed and renamed into place, so no reader ever sees it with other ones. Changing
+/// the owner takes the right to (root, or the same owner and one of its groups): without it the
+/// temporary is removed and the error names `path`.
+#[cfg(unix)]
+pub fn write_atomic_owned(path: &Path, bytes: &[u8], ownership: Ownership) -> Result<()> {
+    let tmp = write_temporary_with(path, bytes, true, |file| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::os::unix::fs::fchown(file, Some(ownership.uid), Some(ownership.gid))?;
+        // After the owner: chown(2) may clear the set-id bits.
+        file.set_permissions(std::fs::Permissions::from_mode(ownership.mode))
+    })?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, e)
+    })
+}
+
 /// The temporary beside `path` that an atomic write goes through (`.<name>.<pid>.tmp`).
 pub fn temporary_path(path: &Path) -> PathBuf {
     let parent = match path.parent() {
@@ -149,6 +192,16 @@ fn open_regular(path: &Path) -> Result<std::fs::File> {
 }
 
 fn write_temporary(path: &Path, bytes: &[u8], sync: bool) -> Result<PathBuf> {
+    write_temporary_with(path, bytes, sync, |_| Ok(()))
+}
+
+/// Writes the temporary of `path`; `prepare` runs on it after the bytes, before the flush.
+fn write_temporary_with(
+    path: &Path,
+    bytes: &[u8],
+    sync: bool,
+    prepare: impl FnOnce(&std::fs::File) -> std::io::Result<()>,
+) -> Result<PathBuf> {
     let tmp = temporary_path(path);
     if let Some(parent) = tmp.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
@@ -156,6 +209,7 @@ fn write_temporary(path: &Path, bytes: &[u8], sync: bool) -> Result<PathBuf> {
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
+        prepare(&file)?;
         if sync { file.sync_all() } else { Ok(()) }
     })();
     if let Err(e) = result {
@@ -341,6 +395,23 @@ mod tests {
     }
 
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn an_owned_write_has_the_given_mode_and_owner_and_leaves_no_temporary() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("model.onnx");
+        std::fs::write(&path, b"old").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        let before = Ownership::of(&path).expect("stat").expect("exists");
+        assert_eq!(before.mode, 0o640);
+        write_atomic_owned(&path, b"new", before).expect("write");
+        assert_eq!(std::fs::read(&path).expect("read"), b"new");
+        assert_eq!(Ownership::of(&path).expect("stat"), Some(before));
+        assert_eq!(std::fs::read_dir(dir.path()).expect("ls").count(), 1, "no temporary left");
+        assert_eq!(Ownership::of(&dir.path().join("absent")).expect("stat"), None);
+    }
 
     #[test]
     fn writes_replaces_and_leaves_no_temporary_file() {

@@ -122,3 +122,132 @@ pub fn short_train(
     args.extend_from_slice(extra);
     headroom(&args)
 }
+
+/// `headroom field` scenes: a deployed demo model, new images, a holdout and old scenes.
+pub mod field {
+    #![allow(dead_code)]
+
+    use std::path::{Path, PathBuf};
+    use std::process::Output;
+
+    use super::{demo_model, headroom, headroom_command, repo_root, s};
+
+    /// SHA-256 of a file, as lowercase hex.
+    pub fn sha(path: &Path) -> String {
+        use sha2::Digest as _;
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// `headroom synth --preset PRESET` into `out`; its data.yaml.
+    pub fn synth(out: &Path, preset: &str, seed: u64, train: usize, val: usize) -> PathBuf {
+        let (seed, train, val) = (seed.to_string(), train.to_string(), val.to_string());
+        let run = headroom(&[
+            "-q",
+            "synth",
+            "--preset",
+            preset,
+            "--seed",
+            &seed,
+            "--train",
+            &train,
+            "--val",
+            &val,
+            "--out",
+            s(out),
+        ]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        out.join("data.yaml")
+    }
+
+    /// A field scene in a temporary folder.
+    pub struct Scene {
+        /// Removed when the scene is dropped.
+        pub _dir: tempfile::TempDir,
+        /// The temporary folder.
+        pub root: PathBuf,
+        /// The new images (20 `field` images).
+        pub images: PathBuf,
+        /// The holdout data.yaml (12 val images).
+        pub holdout: PathBuf,
+        /// The old scenes' data.yaml.
+        pub old: PathBuf,
+        /// `app/model.onnx`, a copy of the demo model.
+        pub deployed: PathBuf,
+        /// Its sha256.
+        pub original: String,
+        /// A preset of 1 head-only epoch whose gate deploys any candidate.
+        pub always: PathBuf,
+    }
+
+    /// A new scene.
+    pub fn scene() -> Scene {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().to_path_buf();
+        synth(&root.join("new"), "field", 11, 20, 1);
+        let holdout = synth(&root.join("holdout"), "field", 12, 1, 12);
+        let old = synth(&root.join("old"), "base", 13, 8, 8);
+        std::fs::create_dir_all(root.join("app")).expect("mkdir");
+        let deployed = root.join("app/model.onnx");
+        std::fs::copy(demo_model(), &deployed).expect("copy the demo model");
+        // A gate that deploys any candidate: the kill test is about the steps, not the decision.
+        let always = root.join("always.toml");
+        std::fs::write(
+            &always,
+            "epochs = 1\ntrain = \"head\"\n[gate]\nmin_gain = -100\nold_tolerance = 100\nclass_tolerance = 100\nresamples = 50\n",
+        )
+        .expect("write preset");
+        let original = sha(&deployed);
+        Scene {
+            images: root.join("new/images/train"),
+            holdout,
+            old,
+            deployed,
+            original,
+            always,
+            root,
+            _dir: dir,
+        }
+    }
+
+    /// `field run` on the scene with this preset and 2 threads.
+    pub fn field_args(scene: &Scene, preset: &Path) -> Vec<String> {
+        let teacher = repo_root().join("models/demo/teacher-shapes-160.onnx");
+        [
+            "field",
+            "run",
+            "--images",
+            s(&scene.images),
+            "--teacher",
+            s(&teacher),
+            "--model",
+            s(&scene.deployed),
+            "--holdout",
+            s(&scene.holdout),
+            "--old",
+            s(&scene.old),
+            "--preset",
+            s(preset),
+            "--threads",
+            "2",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    }
+
+    /// Runs `headroom ARGS` with no Python reachable (an empty PATH) and these variables.
+    pub fn run(args: &[String], env: &[(&str, &str)]) -> Output {
+        let mut command = headroom_command();
+        command.args(args).env("PATH", "").env_remove("HEADROOM_FIELD_KILL_AT").env_remove("TRTEXEC");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        command.output().expect("headroom runs")
+    }
+
+    /// The scene's default state folder.
+    pub fn work(scene: &Scene) -> PathBuf {
+        scene.root.join("app/.headroom-field")
+    }
+}

@@ -73,7 +73,8 @@ pub enum JobState {
 
 /// Lists the images under `images` (recursively, sorted, hidden entries skipped) and where their
 /// outputs go under `dataset`. Two images with the same stem in one folder would share a label file:
-/// the second is skipped.
+/// the second is skipped. So is an image whose path under `images` holds a line break: it would
+/// split its line of the dataset's lists (`train.txt`, `val.txt`) in two.
 pub fn plan_jobs(images: &Path, dataset: &Path) -> Result<(Vec<Job>, Vec<SkippedImage>)> {
     if !images.is_dir() {
         let reason = "is not a folder of images".to_string();
@@ -90,6 +91,13 @@ pub fn plan_jobs(images: &Path, dataset: &Path) -> Result<(Vec<Job>, Vec<Skipped
     let mut seen = std::collections::HashSet::new();
     for source in listed {
         let relative = source.strip_prefix(images).unwrap_or(&source).to_path_buf();
+        if relative.as_os_str().as_encoded_bytes().iter().any(|b| matches!(b, b'\n' | b'\r')) {
+            let reason = "its name holds a line break (newline or carriage return), which would split its \
+                          line in the dataset's lists (train.txt, val.txt): rename it to label it"
+                .to_string();
+            skipped.push(SkippedImage { path: source, reason });
+            continue;
+        }
         let label = dataset.join("labels").join(&relative).with_extension("txt");
         if !seen.insert(label.clone()) {
             let reason = format!("another image has the same name and would share {}", label.display());

@@ -95,6 +95,10 @@ pub fn label_folder(
     // Everything that can refuse the request before anything is written: no output folder, no
     // data.yaml for a wrong --images.
     let (jobs, skipped) = output::plan_jobs(&request.images, &request.out)?;
+    for image in &skipped {
+        // Debug format: a name with a line break stays on one line, escaped.
+        tracing::warn!("skipping {:?}: {}", image.path, image.reason);
+    }
     let keys: Vec<String> = jobs.iter().map(|job| split::key(job, &request.out)).collect();
     manifest.split = plan_split(request, &keys)?;
     std::fs::create_dir_all(&request.out)

@@ -29,6 +29,10 @@ pub struct Scores {
     pub data: String,
     /// Images evaluated.
     pub images: usize,
+    /// Of them, images without a label file: each counts as background (no objects). Absent from
+    /// gate reports written before it was counted.
+    #[serde(default)]
+    pub without_labels: usize,
     /// The candidate's mAP50-95.
     pub candidate: f64,
     /// The deployed model's mAP50-95.
@@ -62,6 +66,8 @@ pub struct Pair<'a> {
     pub candidate: &'a Metrics,
     /// The deployed model's metrics.
     pub deployed: &'a Metrics,
+    /// Images of the set without a label file (background).
+    pub without_labels: usize,
 }
 
 impl Pair<'_> {
@@ -69,6 +75,7 @@ impl Pair<'_> {
         Scores {
             data: self.data.display().to_string(),
             images: self.candidate.images,
+            without_labels: self.without_labels,
             candidate: self.candidate.map50_95,
             deployed: self.deployed.map50_95,
         }
@@ -198,7 +205,7 @@ mod tests {
         let names = vec!["a".to_string(), "b".to_string()];
         let data = Path::new("h.yaml");
         let (base, better) = (metrics(0.30, &[0.3, 0.3]), metrics(0.35, &[0.36, 0.34]));
-        let holdout = Pair { data, candidate: &better, deployed: &base };
+        let holdout = Pair { data, candidate: &better, deployed: &base, without_labels: 0 };
         let report = decide(&settings, &holdout, difference(0.05, 0.02, 0.08), None, &names);
         assert!(report.deploy, "{report:?}");
         assert_eq!(report.decided_by, "every condition held");
@@ -209,13 +216,13 @@ mod tests {
 
         // The old scenes lost 2 points (1 allowed).
         let (old_base, old_worse) = (metrics(0.60, &[]), metrics(0.58, &[]));
-        let old = Pair { data, candidate: &old_worse, deployed: &old_base };
+        let old = Pair { data, candidate: &old_worse, deployed: &old_base, without_labels: 0 };
         let report = decide(&settings, &holdout, difference(0.05, 0.02, 0.08), Some(&old), &names);
         assert_eq!((report.deploy, report.decided_by.as_str()), (false, "old-scenes"));
 
         // One class lost 6 points (5 allowed) while the mean rose.
         let lopsided = metrics(0.35, &[0.46, 0.24]);
-        let holdout = Pair { data, candidate: &lopsided, deployed: &base };
+        let holdout = Pair { data, candidate: &lopsided, deployed: &base, without_labels: 0 };
         let report = decide(&settings, &holdout, difference(0.05, 0.02, 0.08), None, &names);
         assert_eq!((report.deploy, report.decided_by.as_str()), (false, "class b"));
         assert!(report.conditions.iter().any(|c| c.detail.contains("-6.00 points")), "{report:?}");

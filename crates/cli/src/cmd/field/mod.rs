@@ -7,8 +7,10 @@
 //! takes the child with it), except the gate, which evaluates in this process. Steps mark
 //! themselves done in `<work>/run/state.json`; a rerun after a kill at any moment continues.
 
+mod calendar;
 mod deploy;
 mod gate;
+mod inputs;
 mod report;
 mod service;
 mod sources;
@@ -22,6 +24,7 @@ use anyhow::Context as _;
 use super::Outcome;
 use super::device_arg::{DEVICE_VALUES, DeviceArg, device_arg};
 use super::provider_args::{ProviderArg, count_arg};
+use inputs::{absolute_file, check_inputs, class_names, work_dir};
 use state::{RunSettings, RunState};
 
 /// Arguments of `headroom field`.
@@ -41,7 +44,8 @@ pub enum FieldCommand {
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
     /// Put the previous model (`DEPLOYED.prev`) back; the one rolled back from becomes the previous
-    /// one, so a second rollback undoes the first.
+    /// one, so a second rollback undoes the first. `.prev` must be a detector with the deployed
+    /// model's classes and input size; with no deployed file, `.prev` is put in its place.
     Rollback(RollbackArgs),
     /// The deploy gate alone: would CANDIDATE replace the deployed model? Evaluates both on the
     /// holdout (and the old scenes) as `field run` does; exit 0 when it would deploy, 1 when not.
@@ -85,14 +89,15 @@ pub struct GateArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// The folder of new images (searched recursively; only images not labelled before, by
-    /// content, are labelled).
+    /// content, are labelled; a name with a line break is skipped with a warning).
     #[arg(long, value_name = "DIR")]
     pub images: PathBuf,
     /// The teacher that labels them (an ONNX detector with the deployed model's classes).
     #[arg(long, value_name = "T.onnx")]
     pub teacher: PathBuf,
     /// The deployed model: the file the inference service reads, replaced only by an atomic rename
-    /// when the gate passes (the previous one kept as DEPLOYED.prev).
+    /// when the gate passes, keeping its owner, group and mode (the previous one kept as
+    /// DEPLOYED.prev); a symbolic link stays one, the file it points to is replaced.
     #[arg(long, value_name = "DEPLOYED.onnx")]
     pub model: PathBuf,
     /// Labelled new-scene images held out for the gate (a data.yaml; its val split). They never
@@ -137,7 +142,7 @@ pub struct RunArgs {
     /// fails to register is skipped with a warning) [default: from --device, as `headroom label`].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub ep: Option<Vec<ProviderArg>>,
-    /// The state folder [default: DEPLOYED's folder/.headroom-field].
+    /// The state folder, outside --images [default: DEPLOYED's folder/.headroom-field].
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
     /// Threads of every step (0: the libraries' defaults).
@@ -164,9 +169,17 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     match &args.command {
         FieldCommand::Run(args) => run_field(args),
         FieldCommand::Rollback(args) => {
-            let deployed = absolute_file("--model", &args.model)?;
-            let work = work_dir(args.work.as_deref(), &deployed)?;
+            // The deployed file may be missing: `.prev` is put in its place.
+            anyhow::ensure!(
+                !args.model.is_dir(),
+                "--model {}: is a folder; give the file",
+                args.model.display()
+            );
+            let deployed = std::path::absolute(&args.model)
+                .with_context(|| format!("--model {}", args.model.display()))?;
+            let work = work_dir(args.work.as_deref(), &deployed, None)?;
             let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
+            deploy::remove_stale_temporaries(&deployed, &work)?;
             let sha = deploy::rollback(&deployed, &work)?;
             eprintln!("rolled back: {} is now sha256 {sha}", deployed.display());
             Ok(Outcome::Success)
@@ -189,6 +202,12 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
         candidate_names.join(", "),
         names.join(", ")
     );
+    // Refused without labels, warned about images without a label file, before any model runs.
+    for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
+        if let Some(data) = data {
+            report::check_labelled(&headroom_core::dataset::DataConfig::load(data)?, flag)?;
+        }
+    }
     let (_, mut preset) = super::preset::load(&args.preset)?;
     if let Some(seed) = args.seed {
         preset.gate.seed = seed;
@@ -208,6 +227,14 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
     } else {
         for c in &report.conditions {
             println!("{:<4} {:<16} {}", if c.passed { "ok" } else { "FAIL" }, c.name, c.detail);
+        }
+        for (name, s) in [("holdout", Some(&report.holdout)), ("old scenes", report.old.as_ref())] {
+            if let Some(s) = s.filter(|s| s.without_labels > 0) {
+                println!(
+                    "{name}: {} of {} images without a label file (background)",
+                    s.without_labels, s.images
+                );
+            }
         }
         println!("{}: {}", if report.deploy { "deploy" } else { "keep" }, report.decided_by);
     }
@@ -238,42 +265,6 @@ fn provider_session(
         trt_timing_cache: None,
     }
     .session_options()
-}
-
-/// The class names of a detector.
-fn class_names(flag: &str, path: &Path) -> anyhow::Result<Vec<String>> {
-    // The model's errors name the file: say which flag gave it.
-    let model = headroom_onnx::Model::load(path).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
-    let inspection = headroom_onnx::inspect::inspect(&model)
-        .with_context(|| format!("{flag} {}: not a detector headroom can read", path.display()))?;
-    inspection.names.with_context(|| {
-        format!(
-            "{flag} {}: the model has no class names (`names` metadata of an Ultralytics export)",
-            path.display()
-        )
-    })
-}
-
-/// A file that must exist, made absolute.
-fn absolute_file(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
-    anyhow::ensure!(!path.is_dir(), "{flag} {}: is a folder; give the file", path.display());
-    anyhow::ensure!(path.is_file(), "{flag} {}: no such file", path.display());
-    std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))
-}
-
-fn work_dir(work: Option<&Path>, deployed: &Path) -> anyhow::Result<PathBuf> {
-    let work = match work {
-        Some(w) => std::path::absolute(w)?,
-        None => deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field"),
-    };
-    anyhow::ensure!(
-        !work.exists() || work.is_dir(),
-        "the state folder {} exists and is not a folder: give --work another path",
-        work.display()
-    );
-    std::fs::create_dir_all(&work)
-        .with_context(|| format!("creating the state folder {}", work.display()))?;
-    Ok(work)
 }
 
 /// One field command at a time per state folder; `None` (exit 3) when another holds it.
@@ -417,76 +408,11 @@ fn die_with_parent(command: &mut std::process::Command) {
     }
 }
 
-/// The inputs, checked before anything runs.
-struct Inputs {
-    images: PathBuf,
-    teacher: PathBuf,
-    deployed: PathBuf,
-    holdout: PathBuf,
-    old: Option<PathBuf>,
-    names: Vec<String>,
-}
-
-/// Checks every input, and that teacher, deployed model, holdout and old scenes share their classes.
-fn check_inputs(args: &RunArgs) -> anyhow::Result<Inputs> {
-    anyhow::ensure!(args.images.is_dir(), "--images {}: no such folder", args.images.display());
-    let images = std::path::absolute(&args.images)?;
-    let teacher = absolute_file("--teacher", &args.teacher)?;
-    let deployed = absolute_file("--model", &args.model)?;
-    let holdout = absolute_file("--holdout", &args.holdout)?;
-    let old = args.old.as_deref().map(|p| absolute_file("--old", p)).transpose()?;
-    let names = class_names("--model", &deployed)?;
-    let teacher_names = class_names("--teacher", &teacher)?;
-    anyhow::ensure!(
-        teacher_names == names,
-        "--teacher {} has classes {} but the deployed model has {}: the teacher's labels would train the \
-         wrong classes",
-        teacher.display(),
-        teacher_names.join(", "),
-        names.join(", ")
-    );
-    for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
-        let Some(data) = data else { continue };
-        let config = headroom_core::dataset::DataConfig::load(data)?;
-        anyhow::ensure!(
-            config.names == names,
-            "{flag} {}: classes {} differ from the deployed model's {}",
-            data.display(),
-            config.names.join(", "),
-            names.join(", ")
-        );
-        let split = report::check_labelled(&config, flag)?;
-        if flag == "--holdout" {
-            warn_if_holdout_is_trained_on(&images, &holdout, &split.images);
-        }
-    }
-    Ok(Inputs { images, teacher, deployed, holdout, old, names })
-}
-
-/// A holdout whose images sit in the folder of new images is trained on: its gain is not a
-/// measurement. Warned, not refused (the gate still runs).
-fn warn_if_holdout_is_trained_on(
-    images: &Path,
-    holdout: &Path,
-    held: &[headroom_core::dataset::ImageRecord],
-) {
-    let Ok(images) = images.canonicalize() else { return };
-    let inside = held.iter().filter(|r| r.image.canonicalize().is_ok_and(|p| p.starts_with(&images))).count();
-    if inside > 0 {
-        tracing::warn!(
-            "{inside} of the {} holdout images ({}) are in --images {}: they are labelled and trained on, so \
-             the gate measures on training images; keep the holdout outside the folder of new images",
-            held.len(),
-            holdout.display(),
-            images.display()
-        );
-    }
-}
-
 fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     let inputs = check_inputs(args)?;
-    let work = work_dir(args.work.as_deref(), &inputs.deployed)?;
+    let work = work_dir(args.work.as_deref(), &inputs.deployed, Some(&inputs.images))?;
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
+    deploy::remove_stale_temporaries(&inputs.deployed, &work)?;
     let (preset_name, preset) = super::preset::load(&args.preset)?;
     let device = super::device_arg::resolve_board(&args.board, args.devices.as_deref())?;
     let mut overrides = Vec::new();

@@ -26,7 +26,7 @@ pub fn evaluate_gate(
         std::iter::once((holdout, "--holdout")).chain(old.map(|o| (o, "--old"))).collect();
     let splits = sets
         .iter()
-        .map(|(data, flag)| check_labelled(&DataConfig::load(data)?, flag))
+        .map(|(data, flag)| labelled_split(&DataConfig::load(data)?, flag))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut reports: Vec<Vec<headroom_infer::eval::EvalReport>> = vec![Vec::new(); 2];
     for (m, model) in [candidate, base].into_iter().enumerate() {
@@ -46,17 +46,44 @@ pub fn evaluate_gate(
     }
     let (hc, hb) = (&reports[0][0], &reports[1][0]);
     let difference = gate::bootstrap(&hc.stats, &hb.stats, names.len(), settings)?;
-    let holdout_pair = Pair { data: holdout, candidate: &hc.metrics, deployed: &hb.metrics };
-    let old_pair =
-        old.map(|data| Pair { data, candidate: &reports[0][1].metrics, deployed: &reports[1][1].metrics });
+    let without_labels = |set: usize| splits[set].report.labels_missing;
+    let holdout_pair = Pair {
+        data: holdout,
+        candidate: &hc.metrics,
+        deployed: &hb.metrics,
+        without_labels: without_labels(0),
+    };
+    let old_pair = old.map(|data| Pair {
+        data,
+        candidate: &reports[0][1].metrics,
+        deployed: &reports[1][1].metrics,
+        without_labels: without_labels(1),
+    });
     Ok(gate::decide(settings, &holdout_pair, difference, old_pair.as_ref(), names))
 }
 
-/// The val split of a gate set, refused when no image of it has a label file.
+/// The val split of a gate set, refused when no image of it has a label file; images without one
+/// are warned about, with their count.
 pub fn check_labelled(
     config: &DataConfig,
     flag: &str,
 ) -> anyhow::Result<headroom_core::dataset::LoadedSplit> {
+    let split = labelled_split(config, flag)?;
+    let missing = split.report.labels_missing;
+    if missing > 0 {
+        tracing::warn!(
+            "{flag} {}: {missing} of the {} images of its val split have no label file; each counts as \
+             background (an image with no objects), so every detection on it is a false positive: give \
+             each a label file (an empty one for an image that has no objects)",
+            config.file.display(),
+            split.report.images_listed
+        );
+    }
+    Ok(split)
+}
+
+/// The val split of a gate set, refused when no image of it has a label file.
+fn labelled_split(config: &DataConfig, flag: &str) -> anyhow::Result<headroom_core::dataset::LoadedSplit> {
     let data = &config.file;
     let split = load_split(config, Split::Val, LoadOptions { strict: false })
         .with_context(|| format!("{flag} {}", data.display()))?;
@@ -146,12 +173,13 @@ fn markdown(state: &RunState, gate: &GateReport, decision: &str, deployed: &Path
     for c in &gate.conditions {
         md += &format!("| {} | {} | {} |\n", c.name, if c.passed { "yes" } else { "**no**" }, c.detail);
     }
-    md += "\n| set | images | candidate mAP50-95 | deployed mAP50-95 |\n|---|---|---|---|\n";
+    md += "\n| set | images | without label file (background) | candidate mAP50-95 | deployed mAP50-95 |\n\
+           |---|---|---|---|---|\n";
     for (name, s) in [("holdout", Some(&gate.holdout)), ("old scenes", gate.old.as_ref())] {
         if let Some(s) = s {
             md += &format!(
-                "| {name} (`{}`) | {} | {:.4} | {:.4} |\n",
-                s.data, s.images, s.candidate, s.deployed
+                "| {name} (`{}`) | {} | {} | {:.4} | {:.4} |\n",
+                s.data, s.images, s.without_labels, s.candidate, s.deployed
             );
         }
     }

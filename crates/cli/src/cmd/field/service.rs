@@ -2,7 +2,7 @@
 //! nightly with this binary (an installed bundle's finds its libraries by RUNPATH: no environment
 //! needed). The run's flags live in an environment file, so they can be edited without reinstalling.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
@@ -18,7 +18,8 @@ pub struct Args {
     /// [default: /etc/headroom/field.env]. Kept when it exists and no flags are given.
     #[arg(long, value_name = "FILE")]
     pub env_file: Option<PathBuf>,
-    /// When the timer fires (systemd.time OnCalendar).
+    /// When the timer fires (systemd.time OnCalendar: `daily`, `*-*-* 02:00:00`, `Mon..Fri 03:00`);
+    /// checked with `systemd-analyze calendar` where it exists, else against the usual forms.
     #[arg(long, default_value = "*-*-* 02:00:00", value_name = "SPEC")]
     pub on_calendar: String,
     /// Unit name.
@@ -26,6 +27,7 @@ pub struct Args {
     pub name: String,
     /// The flags of `headroom field run` (after `--`), e.g. `-- --images /data/new --teacher
     /// /opt/models/teacher.onnx --model /opt/detector/model.onnx --holdout /data/holdout/data.yaml`.
+    /// Relative paths are made absolute against the current folder (the service runs in `/`).
     #[arg(last = true, value_name = "RUN FLAGS")]
     pub run_flags: Vec<String>,
 }
@@ -37,13 +39,14 @@ pub fn install(args: &Args) -> anyhow::Result<Outcome> {
         "--name {}: a unit name of letters, digits and -_.@",
         args.name
     );
-    anyhow::ensure!(!args.on_calendar.contains('\n'), "--on-calendar: one line");
+    super::calendar::check(&args.on_calendar)?;
     let exe = std::env::current_exe().context("finding this binary")?;
     let env_file = args.env_file.clone().unwrap_or_else(|| PathBuf::from("/etc/headroom/field.env"));
     let env_file = std::path::absolute(&env_file)?;
     if !args.run_flags.is_empty() {
-        check_run_flags(&args.run_flags)?;
-        let line = args.run_flags.join(" ");
+        let run_flags = absolute_paths(&args.run_flags)?;
+        check_run_flags(&run_flags)?;
+        let line = run_flags.join(" ");
         let text = format!(
             "# Flags of `headroom field run` for {}.service (docs/FIELD.md).\nHEADROOM_FIELD_ARGS=\"{line}\"\n",
             args.name
@@ -81,6 +84,49 @@ pub fn install(args: &Args) -> anyhow::Result<Outcome> {
     }
     eprintln!("enable it: systemctl daemon-reload && systemctl enable --now {}.timer", args.name);
     Ok(Outcome::Success)
+}
+
+/// The flags of `headroom field run` whose value is a path.
+const PATH_FLAGS: [&str; 7] =
+    ["--images", "--teacher", "--model", "--holdout", "--old", "--work", "--devices"];
+
+/// `flags` with every path made absolute against the current folder: the service runs in `/`,
+/// where a relative path would name another file (or none). Made absolute rather than refused:
+/// relative to the folder this command runs in is what they meant when typed. Symbolic links are
+/// kept (the deployed path may be one). `--preset` is a path when it names a file (as `field run`
+/// reads it), else a preset's name.
+fn absolute_paths(flags: &[String]) -> anyhow::Result<Vec<String>> {
+    let is_path_flag = |flag: &str, value: &str| {
+        PATH_FLAGS.contains(&flag)
+            || (flag == "--preset"
+                && (Path::new(value).is_file() || value.ends_with(".toml") || value.contains('/')))
+    };
+    let absolute = |flag: &str, value: &str| -> anyhow::Result<String> {
+        if !is_path_flag(flag, value) || value.is_empty() || Path::new(value).is_absolute() {
+            return Ok(value.to_string());
+        }
+        let made =
+            std::path::absolute(value).with_context(|| format!("{flag} {value}: making it absolute"))?;
+        let made =
+            made.to_str().with_context(|| format!("{flag} {}: not UTF-8", made.display()))?.to_string();
+        eprintln!("{flag} {value}: written as {made} (the service runs in /)");
+        Ok(made)
+    };
+    let mut out = Vec::with_capacity(flags.len());
+    let mut pending: Option<&str> = None; // a flag whose value is the next word
+    for word in flags {
+        if let Some(flag) = pending.take() {
+            out.push(absolute(flag, word)?);
+        } else if let Some((flag, value)) = word.split_once('=').filter(|(f, _)| f.starts_with("--")) {
+            out.push(format!("{flag}={}", absolute(flag, value)?));
+        } else {
+            if PATH_FLAGS.contains(&word.as_str()) || word == "--preset" {
+                pending = Some(word);
+            }
+            out.push(word.clone());
+        }
+    }
+    Ok(out)
 }
 
 /// The flags must be ones `headroom field run` takes (files are checked when it runs).

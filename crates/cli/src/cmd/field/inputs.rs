@@ -1,0 +1,174 @@
+//! The inputs of `headroom field`, checked before anything runs: the files exist, the teacher,
+//! the deployed model and the gate's sets share their classes, and the state folder is not among
+//! the images the run labels.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use super::RunArgs;
+use super::report;
+
+/// What a model that replaces the deployed one must share with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectorFacts {
+    /// Class names, in class order (`names` metadata).
+    pub names: Vec<String>,
+    /// The input `[h, w]` (the static size, else the metadata `imgsz`).
+    pub input_size: [i64; 2],
+}
+
+/// Reads `path` as a detector, as `field run` checks the deployed model: an ONNX file headroom
+/// reads as a detector, with class names. Errors name `flag` and the file.
+pub fn detector(flag: &str, path: &Path) -> anyhow::Result<DetectorFacts> {
+    // The model's errors name the file: say which flag gave it.
+    let model = headroom_onnx::Model::load(path).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+    let inspection = headroom_onnx::inspect::inspect(&model)
+        .with_context(|| format!("{flag} {}: not a detector headroom can read", path.display()))?;
+    let names = inspection.names.with_context(|| {
+        format!(
+            "{flag} {}: the model has no class names (`names` metadata of an Ultralytics export)",
+            path.display()
+        )
+    })?;
+    Ok(DetectorFacts { names, input_size: inspection.inspected_size })
+}
+
+/// The class names of a detector.
+pub fn class_names(flag: &str, path: &Path) -> anyhow::Result<Vec<String>> {
+    Ok(detector(flag, path)?.names)
+}
+
+/// A file that must exist, made absolute (a symbolic link stays one: the deployed path is the
+/// link the service reads).
+pub fn absolute_file(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
+    anyhow::ensure!(!path.is_dir(), "{flag} {}: is a folder; give the file", path.display());
+    anyhow::ensure!(path.is_file(), "{flag} {}: no such file", path.display());
+    std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))
+}
+
+/// The state folder (`--work`, else `.headroom-field` beside the deployed file), created. With
+/// `images` (a run), one inside the folder of new images is refused before anything is written:
+/// the run would label its own files (plots, previews, exported images) as new images.
+pub fn work_dir(work: Option<&Path>, deployed: &Path, images: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let given = work.is_some();
+    let work = match work {
+        Some(w) => std::path::absolute(w)?,
+        None => deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field"),
+    };
+    if let Some(images) = images {
+        let (real_work, real_images) = (resolved(&work), resolved(images));
+        if real_work.starts_with(&real_images) {
+            let which = if given {
+                format!("--work {}", work.display())
+            } else {
+                format!("the state folder {} (the default, beside --model)", work.display())
+            };
+            anyhow::bail!(
+                "{which} is inside --images {}: the run would label its own files as new images; give \
+                 --work a folder outside {}",
+                images.display(),
+                images.display()
+            );
+        }
+    }
+    anyhow::ensure!(
+        !work.exists() || work.is_dir(),
+        "the state folder {} exists and is not a folder: give --work another path",
+        work.display()
+    );
+    std::fs::create_dir_all(&work)
+        .with_context(|| format!("creating the state folder {}", work.display()))?;
+    Ok(work)
+}
+
+/// `path` with its symbolic links and `..` resolved as far as it exists (the rest appended as
+/// given): where it is, for comparing folders that may not exist yet.
+fn resolved(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return missing.iter().rev().fold(real, |p, name| p.join(name));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// The inputs, checked before anything runs.
+pub struct Inputs {
+    /// `--images`, absolute.
+    pub images: PathBuf,
+    /// `--teacher`, absolute.
+    pub teacher: PathBuf,
+    /// `--model`, absolute (a symbolic link stays one).
+    pub deployed: PathBuf,
+    /// `--holdout`, absolute.
+    pub holdout: PathBuf,
+    /// `--old`, absolute.
+    pub old: Option<PathBuf>,
+    /// The deployed model's class names.
+    pub names: Vec<String>,
+}
+
+/// Checks every input, and that teacher, deployed model, holdout and old scenes share their classes.
+pub fn check_inputs(args: &RunArgs) -> anyhow::Result<Inputs> {
+    anyhow::ensure!(args.images.is_dir(), "--images {}: no such folder", args.images.display());
+    let images = std::path::absolute(&args.images)?;
+    let teacher = absolute_file("--teacher", &args.teacher)?;
+    let deployed = absolute_file("--model", &args.model)?;
+    let holdout = absolute_file("--holdout", &args.holdout)?;
+    let old = args.old.as_deref().map(|p| absolute_file("--old", p)).transpose()?;
+    let names = class_names("--model", &deployed)?;
+    let teacher_names = class_names("--teacher", &teacher)?;
+    anyhow::ensure!(
+        teacher_names == names,
+        "--teacher {} has classes {} but the deployed model has {}: the teacher's labels would train the \
+         wrong classes",
+        teacher.display(),
+        teacher_names.join(", "),
+        names.join(", ")
+    );
+    for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
+        let Some(data) = data else { continue };
+        let config = headroom_core::dataset::DataConfig::load(data)?;
+        anyhow::ensure!(
+            config.names == names,
+            "{flag} {}: classes {} differ from the deployed model's {}",
+            data.display(),
+            config.names.join(", "),
+            names.join(", ")
+        );
+        let split = report::check_labelled(&config, flag)?;
+        if flag == "--holdout" {
+            warn_if_holdout_is_trained_on(&images, &holdout, &split.images);
+        }
+    }
+    Ok(Inputs { images, teacher, deployed, holdout, old, names })
+}
+
+/// A holdout whose images sit in the folder of new images is trained on: its gain is not a
+/// measurement. Warned, not refused (the gate still runs).
+fn warn_if_holdout_is_trained_on(
+    images: &Path,
+    holdout: &Path,
+    held: &[headroom_core::dataset::ImageRecord],
+) {
+    let Ok(images) = images.canonicalize() else { return };
+    let inside = held.iter().filter(|r| r.image.canonicalize().is_ok_and(|p| p.starts_with(&images))).count();
+    if inside > 0 {
+        tracing::warn!(
+            "{inside} of the {} holdout images ({}) are in --images {}: they are labelled and trained on, so \
+             the gate measures on training images; keep the holdout outside the folder of new images",
+            held.len(),
+            holdout.display(),
+            images.display()
+        );
+    }
+}
