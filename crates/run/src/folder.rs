@@ -287,11 +287,10 @@ pub fn peak_memory(pool: MemoryPool) -> PeakMemory {
 mod tests {
     use super::*;
 
-    #[test]
-    fn metrics_rows_after_a_checkpoint_are_dropped_and_the_best_read_back() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let stats = EpochStats {
-            epoch: 0,
+    /// One second of epoch `epoch` with losses 1, 2, 3.
+    fn stats(epoch: usize) -> EpochStats {
+        EpochStats {
+            epoch,
             loss: [1.0, 2.0, 3.0],
             kd: 0.0,
             lr: 1e-3,
@@ -299,25 +298,34 @@ mod tests {
             optimizer_steps: 1,
             seconds: 1.0,
             phases: [0.0; 5],
-        };
+        }
+    }
+
+    /// P, R and mAP50 of 0.5, mAP50-95 and fitness of `fitness`.
+    fn metrics(fitness: f64) -> Metrics {
+        Metrics {
+            images: 1,
+            instances: 1,
+            precision: 0.5,
+            recall: 0.5,
+            map50: 0.5,
+            map50_95: fitness,
+            fitness,
+            per_class: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn metrics_rows_after_a_checkpoint_are_dropped_and_the_best_read_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
         for (epoch, fitness) in [(0, 0.5), (1, 0.7), (2, 0.6)] {
-            let m = Metrics {
-                images: 1,
-                instances: 1,
-                precision: 0.5,
-                recall: 0.5,
-                map50: 0.5,
-                map50_95: fitness,
-                fitness,
-                per_class: Vec::new(),
-            };
             let peak = PeakMemory {
                 rss_mb: 100.0,
                 cuda_reserved_mb: None,
                 cuda_allocated_mb: None,
                 counted_mb: 100.0,
             };
-            append_metrics(dir.path(), &EpochStats { epoch, ..stats.clone() }, &m, &peak).expect("append");
+            append_metrics(dir.path(), &stats(epoch), &metrics(fitness), &peak).expect("append");
         }
         assert_eq!(read_best(dir.path()), Some(0.7));
         let results = std::fs::read_to_string(dir.path().join("results.csv")).expect("results.csv");
@@ -344,33 +352,13 @@ mod tests {
         let old = "epoch,box_loss,cls_loss,dfl_loss,kd_loss,lr,bad_steps,seconds,peak_rss_mb,precision,recall,map50,map50_95,fitness\n\
                    1,1.0,2.0,3.0,0.0,1e-3,0,1.00,100.0,0.5,0.5,0.5,0.5,0.5\n";
         std::fs::write(dir.path().join(METRICS_FILE), old).expect("write");
-        let stats = EpochStats {
-            epoch: 1,
-            loss: [1.0, 2.0, 3.0],
-            kd: 0.0,
-            lr: 1e-3,
-            bad_steps: 0,
-            optimizer_steps: 1,
-            seconds: 1.0,
-            phases: [0.0; 5],
-        };
-        let m = Metrics {
-            images: 1,
-            instances: 1,
-            precision: 0.5,
-            recall: 0.5,
-            map50: 0.5,
-            map50_95: 0.7,
-            fitness: 0.7,
-            per_class: Vec::new(),
-        };
         let peak = PeakMemory {
             rss_mb: 120.0,
             cuda_reserved_mb: Some(512.0),
             cuda_allocated_mb: Some(300.0),
             counted_mb: 632.0,
         };
-        let text = append_metrics(dir.path(), &stats, &m, &peak).expect("append");
+        let text = append_metrics(dir.path(), &stats(1), &metrics(0.7), &peak).expect("append");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], METRICS_HEADER.trim_end());
         assert!(lines[1].ends_with(",0.5,"), "the old row gains an empty field: {}", lines[1]);
