@@ -38,7 +38,7 @@ long headroom_cuda_memory(int device, int64_t *out) {
   if (allocator == nullptr) return -2;
   try {
     auto stats = allocator->getDeviceStats(static_cast<c10::DeviceIndex>(device));
-    constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    constexpr auto all = static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
     out[0] = stats.allocated_bytes[all].current;
     out[1] = stats.allocated_bytes[all].peak;
     out[2] = stats.reserved_bytes[all].current;
