@@ -233,9 +233,9 @@ field_loop_starts() {
   local out rc=0
   out=$(clean "$tmp/opt/bin/headroom" field rollback --model "$tmp/none.onnx" 2>&1) || rc=$?
   echo "$out"
-  [ "$rc" = 2 ] && grep -q "no such file" <<<"$out"
+  [ "$rc" = 2 ] && grep -q "no previous model to roll back to" <<<"$out"
 }
-check "the installed field loop starts (rollback of a missing model: exit 2, says why)" field_loop_starts
+check "the installed field loop starts (rollback with nothing deployed: exit 2, says why)" field_loop_starts
 echo 'HEADROOM_FIELD_ARGS=--images /mine' > "$tmp/opt/etc/field.env"
 check "a reinstall replaces the files and keeps etc/field.env" \
   bash -c "env -i PATH=/usr/bin:/bin bash '$b/install.sh' --prefix '$tmp/opt' --systemd --systemd-dir '$tmp/systemd' && grep -qx 'HEADROOM_FIELD_ARGS=--images /mine' '$tmp/opt/etc/field.env' && env -i PATH=/usr/bin:/bin '$tmp/opt/bin/headroom' --version"
