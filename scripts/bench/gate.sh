@@ -58,7 +58,7 @@ print(f"| {sys.argv[2]} | {s['decision']} ({s['decided_by']}) | {s['map50_95']['
       f"| {100*s['gain_interval'][0]:+.1f} .. {100*s['gain_interval'][1]:+.1f} | {old['candidate']:.3f} / {old['deployed']:.3f} "
       + "".join(f"| {t.get(k, 0):.0f} s " for k in ["label", "plan", "train", "export", "eval"]) + f"| {sys.argv[3]} s |")
 PY
-  cp "$app/.headroom-field/run/train/best.onnx" "$work/candidate-$preset.onnx"
+  cp "$app/.headroom-field/model.onnx/run/train/best.onnx" "$work/candidate-$preset.onnx"
 done
 
 for n in $(seq 1 "$noise"); do

@@ -134,10 +134,23 @@ mod with_libraries {
         // The service was given another model meanwhile.
         let other = repo_root().join("models/demo/teacher-shapes-160.onnx");
         std::fs::copy(&other, &scene.deployed).expect("replace");
+        // The old run is set aside (never continued, never deployed); a fresh run starts from the
+        // new model, and what it deploys was trained from that model.
         let out = run(&args, &[]);
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(text(&out).contains("changed since this run started"), "{}", text(&out));
-        assert_eq!(sha(&scene.deployed), sha(&other), "the new model stays");
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("replaced since"), "{}", text(&out));
+        let history = work(&scene).join("history");
+        let names: Vec<String> = std::fs::read_dir(&history)
+            .expect("history")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        assert!(names.len() == 1 && names[0].ends_with("-superseded"), "{names:?}");
+        let state: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(work(&scene).join("run/state.json")).expect("state"),
+        )
+        .expect("state json");
+        assert_eq!(state["base_sha256"], sha(&other), "the fresh run starts from the new model");
+        assert_eq!(sha(&scene.root.join("app/model.onnx.prev")), sha(&other), "the new model is .prev");
     }
 
     #[test]
@@ -189,8 +202,8 @@ mod with_libraries {
                 "no image of its val split has a label file",
             ),
             (with("--holdout", s(&scene.root.join("nowhere.yaml"))), "nowhere.yaml: no such file"),
-            // A step that fails: the error names it, nothing is deployed (last: it leaves a run).
-            ([base.clone(), vec!["--train".into(), "bogus".into()]].concat(), "step plan"),
+            // A setting a step would refuse: refused before any work.
+            ([base.clone(), vec!["--train".into(), "bogus".into()]].concat(), "--train bogus"),
         ];
         for (args, expected) in cases {
             let out = run(&args, &[]);
@@ -199,12 +212,15 @@ mod with_libraries {
             assert_eq!(sha(&scene.deployed), scene.original);
             assert!(!scene.root.join("app/model.onnx.prev").exists());
         }
-        // The run the failed step left is not continued with other flags: set aside whole, and a
-        // new run goes on.
+        assert!(!work(&scene).exists(), "nothing written before the checks passed");
+        // A run left with other flags is not continued: set aside whole, and a new run goes on.
+        let epochs = [base.clone(), vec!["--epochs".into(), "2".into()]].concat();
+        let out = run(&epochs, &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
         let out = run(&base, &[]);
         assert!(out.status.success(), "{}", text(&out));
         assert!(text(&out).contains("was started with other settings"), "{}", text(&out));
-        let history = scene.root.join("app/.headroom-field/history");
+        let history = work(&scene).join("history");
         let names: Vec<String> = std::fs::read_dir(&history)
             .expect("history")
             .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))

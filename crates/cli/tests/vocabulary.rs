@@ -340,13 +340,13 @@ mod with_libraries {
         let label_line =
             text.lines().find(|l| l.contains("label: headroom label")).expect("the label step's line");
         assert!(label_line.contains("--device cpu"), "{label_line}");
-        let state =
-            std::fs::read_to_string(dir.path().join("app/.headroom-field/run/state.json")).expect("state");
+        let state = std::fs::read_to_string(dir.path().join("app/.headroom-field/model.onnx/run/state.json"))
+            .expect("state");
         let state: serde_json::Value = serde_json::from_str(&state).expect("json");
         assert_eq!(state["settings"]["board"], "orin-nx-8");
         assert_eq!(state["settings"]["runs_on"], "cpu");
         let plan: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join("app/.headroom-field/run/plan.json"))
+            &std::fs::read_to_string(dir.path().join("app/.headroom-field/model.onnx/run/plan.json"))
                 .expect("plan.json"),
         )
         .expect("json");

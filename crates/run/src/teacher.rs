@@ -51,11 +51,8 @@ pub fn open(
     torch: Option<Device>,
 ) -> Result<TeacherSession> {
     let fail = |reason: String| Error::Input { path: path.to_path_buf(), reason };
-    // The model's errors name the file: say only which flag gave it.
     let flag = |e: &dyn std::fmt::Display| Error::Spec { key: "--teacher".into(), reason: e.to_string() };
-    let model = Model::load(path).map_err(|e| flag(&e))?;
-    let teacher = inspect(&model).map_err(|e| flag(&e))?;
-    check_compatible(&teacher, student, imgsz).map_err(fail)?;
+    let (model, teacher) = load_paired(path, student, imgsz)?;
     let outputs: Vec<String> =
         teacher.head.levels.iter().flat_map(|l| [l.box_output.clone(), l.class_output.clone()]).collect();
     let cost = Planner::new(&model, &teacher, 0)
@@ -102,6 +99,24 @@ impl TeacherSession {
             }),
         }
     }
+}
+
+/// Checks, without opening a session, that the teacher at `path` can distil into `student` at
+/// `imgsz` (width, height): the rule [`open`] applies, for callers that check before any work
+/// (`headroom field run` before labelling). An error names the file and what does not match.
+pub fn check_pairing(path: &Path, student: &Inspection, imgsz: [u32; 2]) -> Result<()> {
+    load_paired(path, student, imgsz).map(|_| ())
+}
+
+/// The teacher at `path`, read and checked against `student` at `imgsz`.
+fn load_paired(path: &Path, student: &Inspection, imgsz: [u32; 2]) -> Result<(Model, Inspection)> {
+    // The model's errors name the file: say only which flag gave it.
+    let flag = |e: &dyn std::fmt::Display| Error::Spec { key: "--teacher".into(), reason: e.to_string() };
+    let model = Model::load(path).map_err(|e| flag(&e))?;
+    let teacher = inspect(&model).map_err(|e| flag(&e))?;
+    check_compatible(&teacher, student, imgsz)
+        .map_err(|reason| Error::Input { path: path.to_path_buf(), reason })?;
+    Ok((model, teacher))
 }
 
 /// Why `teacher` cannot distil into `student` at `imgsz`, if it cannot.

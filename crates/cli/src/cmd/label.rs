@@ -56,6 +56,11 @@ pub struct Args {
     /// Copy images into DATASET/images instead of symlinking them.
     #[arg(long)]
     pub copy_images: bool,
+    /// Keep at most N images in the dataset: the newest by modification time, besides every image
+    /// with a human label; older ones leave it (their link and teacher labels are removed; a human
+    /// label never is). `headroom field run` bounds its labelled set with it.
+    #[arg(long, value_name = "N", value_parser = super::provider_args::count_arg::<1, 100_000_000>)]
+    pub max_images: Option<usize>,
     /// Relabel finished images too, even with another teacher, settings or split (human labels stay).
     #[arg(long)]
     pub force: bool,
@@ -140,6 +145,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
         top_k: args.topk,
         class_map,
         copy_images: args.copy_images,
+        max_images: args.max_images,
         force: args.force,
         val_fraction: args.val_fraction,
         seed: args.seed,

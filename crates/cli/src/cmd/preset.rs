@@ -42,10 +42,20 @@ pub struct RunPreset {
     pub patience: Option<usize>,
     /// Training time budget, hours (`--time`).
     pub time_hours: Option<f64>,
+    /// The field loop's labelled set keeps at most this many images, the newest (`headroom field
+    /// run --max-images`; human-labelled images always stay) [default: 5000].
+    pub max_images: Option<usize>,
+    /// Runs the field loop's `history/` keeps (`--keep-runs`) [default: 10].
+    pub keep_runs: Option<usize>,
     /// The deploy gate (`headroom field run`).
     #[serde(default)]
     pub gate: GateSettings,
 }
+
+/// The labelled set's bound when neither the preset nor `--max-images` gives one.
+pub const DEFAULT_MAX_IMAGES: usize = 5000;
+/// Runs `history/` keeps when neither the preset nor `--keep-runs` says.
+pub const DEFAULT_KEEP_RUNS: usize = 10;
 
 /// `nbs = "auto"` or `nbs = 8`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,8 +135,24 @@ impl RunPreset {
         {
             return Err(format!("nbs = \"{t}\": expected \"auto\" or a count"));
         }
-        if self.epochs == Some(0) {
-            return Err("epochs = 0: at least 1".into());
+        // The rules of `headroom train`'s flags, so that both verbs refuse a preset alike.
+        if let Some(NbsValue::Count(n)) = &self.nbs {
+            super::train::nbs_arg(&n.to_string()).map_err(|e| format!("nbs = {n}: {e}"))?;
+        }
+        if let Some(epochs) = self.epochs {
+            super::provider_args::count_arg::<1, 10000>(&epochs.to_string())
+                .map_err(|e| format!("epochs = {epochs}: {e}"))?;
+        }
+        if let Some(n) = self.max_images {
+            super::provider_args::count_arg::<1, 100_000_000>(&n.to_string())
+                .map_err(|e| format!("max_images = {n}: {e}"))?;
+        }
+        if let Some(n) = self.keep_runs {
+            super::provider_args::count_arg::<1, 10_000>(&n.to_string())
+                .map_err(|e| format!("keep_runs = {n}: {e}"))?;
+        }
+        if let Some(part) = &self.train {
+            part.parse::<headroom_onnx::Trainable>().map_err(|e| format!("train = \"{part}\": {e}"))?;
         }
         if let Some(o) = &self.optimizer
             && !["auto", "sgd", "adamw"].contains(&o.as_str())

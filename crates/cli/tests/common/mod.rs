@@ -248,6 +248,6 @@ pub mod field {
 
     /// The scene's default state folder.
     pub fn work(scene: &Scene) -> PathBuf {
-        scene.root.join("app/.headroom-field")
+        scene.root.join("app/.headroom-field/model.onnx")
     }
 }

@@ -71,6 +71,9 @@ pub struct LabelCounts {
     pub dropped_unmapped: usize,
     /// Boxes dropped by `--min-box`.
     pub dropped_small: usize,
+    /// Older images left out by `--max-images` (not counted in `images`).
+    #[serde(default)]
+    pub beyond_max: usize,
 }
 
 /// Whether a run finished.

@@ -142,6 +142,65 @@ pub fn job_state(job: &Job, force: bool) -> JobState {
     }
 }
 
+/// Splits `jobs` into those the dataset keeps under a cap of `max` images and those beyond it: every
+/// image with a human label is kept, and of the others the newest by modification time (ties by
+/// path) up to `max` in all. Both keep the sorted order of `jobs`.
+pub fn keep_newest(jobs: Vec<Job>, max: usize) -> Result<(Vec<Job>, Vec<Job>)> {
+    if jobs.len() <= max {
+        return Ok((jobs, Vec::new()));
+    }
+    let human = |job: &Job| match job_state(job, false) {
+        JobState::Done(conflict) => conflict.is_some(),
+        JobState::Todo { conflict, .. } => conflict.is_some(),
+    };
+    let mut order: Vec<(bool, std::time::SystemTime, usize)> = Vec::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        let modified = std::fs::metadata(&job.source)
+            .and_then(|m| m.modified())
+            .map_err(|e| Error::Core(headroom_core::Error::io(&job.source, e)))?;
+        order.push((human(job), modified, i));
+    }
+    // Human-labelled first, then newest first; a later path wins a tie.
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
+    let humans = order.iter().filter(|o| o.0).count();
+    let mut keep = vec![false; jobs.len()];
+    for (_, _, i) in order.iter().take(max.max(humans)) {
+        keep[*i] = true;
+    }
+    let (mut kept, mut beyond) = (Vec::new(), Vec::new());
+    for (job, keep) in jobs.into_iter().zip(keep) {
+        if keep { kept.push(job) } else { beyond.push(job) }
+    }
+    Ok((kept, beyond))
+}
+
+/// Removes what `headroom label` wrote for these images (the image link or copy, the soft scores,
+/// the teacher's label file); a human label is never touched. Returns how many had teacher labels.
+pub fn remove_teacher_outputs(jobs: &[Job]) -> Result<usize> {
+    let remove = |path: &Path| match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::Core(headroom_core::Error::io(path, e))),
+    };
+    let mut removed = 0;
+    for job in jobs {
+        let ours = match job_state(job, false) {
+            JobState::Done(None) => Some(&job.label),
+            JobState::Done(Some(_)) => Some(&job.teacher_label),
+            // Unfinished: a `.teacher.txt` is ours; a label without our scores is a human's.
+            JobState::Todo { .. } => Some(&job.teacher_label),
+        };
+        let mut had = false;
+        if let Some(label) = ours {
+            had |= remove(label)?;
+        }
+        remove(&job.scores)?;
+        remove(&job.image)?;
+        removed += usize::from(had);
+    }
+    Ok(removed)
+}
+
 /// Counts of boxes dropped while turning detections into labels.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dropped {

@@ -32,6 +32,10 @@ pub struct LabelRequest {
     pub class_map: Option<(String, String)>,
     /// Copy images into `images/` instead of symlinking them.
     pub copy_images: bool,
+    /// Keep at most this many images in the dataset: the newest by modification time, besides
+    /// every image with a human label; the older ones leave it (their link and teacher labels are
+    /// removed, never a human label).
+    pub max_images: Option<usize>,
     /// Relabel finished images too, and accept another teacher, other settings or another split.
     pub force: bool,
     /// Fraction of the images held out for validation (0 ≤ F < 1); `None`: the dataset's recorded
@@ -99,12 +103,25 @@ pub fn label_folder(
         // Debug format: a name with a line break stays on one line, escaped.
         tracing::warn!("skipping {:?}: {}", image.path, image.reason);
     }
+    let (jobs, beyond) = match request.max_images {
+        Some(max) => output::keep_newest(jobs, max)?,
+        None => (jobs, Vec::new()),
+    };
     let keys: Vec<String> = jobs.iter().map(|job| split::key(job, &request.out)).collect();
     manifest.split = plan_split(request, &keys)?;
     std::fs::create_dir_all(&request.out)
         .map_err(|e| Error::Core(headroom_core::Error::io(&request.out, e)))?;
     let _lock = OutputLock::acquire(&request.out, "headroom label")?;
     prepare_output(&request.out, &manifest, request.force)?;
+    if !beyond.is_empty() {
+        let removed = output::remove_teacher_outputs(&beyond)?;
+        tracing::info!(
+            "--max-images {}: {} older images leave the dataset ({removed} of them had teacher labels, removed)",
+            request.max_images.unwrap_or_default(),
+            beyond.len()
+        );
+    }
+    manifest.counts.beyond_max = beyond.len();
     manifest.counts.images = jobs.len() + skipped.len();
     let skipped_by_plan = skipped.len();
     manifest.counts.skipped = skipped.len();

@@ -54,7 +54,7 @@ pub fn work_dir(work: Option<&Path>, deployed: &Path, images: Option<&Path>) -> 
     let given = work.is_some();
     let work = match work {
         Some(w) => std::path::absolute(w)?,
-        None => deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field"),
+        None => default_work(deployed)?,
     };
     if let Some(images) = images {
         let (real_work, real_images) = (resolved(&work), resolved(images));
@@ -79,6 +79,40 @@ pub fn work_dir(work: Option<&Path>, deployed: &Path, images: Option<&Path>) -> 
     );
     std::fs::create_dir_all(&work)
         .with_context(|| format!("creating the state folder {}", work.display()))?;
+    Ok(work)
+}
+
+/// The default state folder of `deployed`: `.headroom-field/<file name>` beside it, one per
+/// deployed model, so that two models in one folder never share a run. The layout of earlier
+/// versions (one `.headroom-field` holding `run/`, `labelled/`, `history/` directly) is moved into
+/// the folder of the first model run after the upgrade, unless its run records another model.
+fn default_work(deployed: &Path) -> anyhow::Result<PathBuf> {
+    let root = deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field");
+    let name =
+        deployed.file_name().with_context(|| format!("--model {}: no file name", deployed.display()))?;
+    let work = root.join(name);
+    const LEGACY: [&str; 3] = ["run", "labelled", "history"];
+    if work.exists() || !LEGACY.iter().any(|entry| root.join(entry).is_dir()) {
+        return Ok(work);
+    }
+    let recorded = super::state::RunState::load(&root.join("run")).ok().map(|s| s.settings.model);
+    if recorded.is_some_and(|model| !model.as_os_str().is_empty() && model != deployed) {
+        return Ok(work);
+    }
+    std::fs::create_dir_all(&work)
+        .with_context(|| format!("creating the state folder {}", work.display()))?;
+    for entry in LEGACY {
+        let from = root.join(entry);
+        if from.exists() {
+            std::fs::rename(&from, work.join(entry))
+                .with_context(|| format!("moving {} into {}", from.display(), work.display()))?;
+        }
+    }
+    tracing::info!(
+        "the state folder of {} is now {} (one per deployed model); the earlier run, labels and history moved there",
+        deployed.display(),
+        work.display()
+    );
     Ok(work)
 }
 

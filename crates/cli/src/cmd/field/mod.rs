@@ -9,8 +9,10 @@
 
 mod calendar;
 mod deploy;
+mod disk;
 mod gate;
 mod inputs;
+mod preflight;
 mod report;
 mod service;
 mod sources;
@@ -142,9 +144,18 @@ pub struct RunArgs {
     /// fails to register is skipped with a warning) [default: from --device, as `headroom label`].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub ep: Option<Vec<ProviderArg>>,
-    /// The state folder, outside --images [default: DEPLOYED's folder/.headroom-field].
+    /// The state folder, outside --images [default: DEPLOYED's folder/.headroom-field/DEPLOYED's
+    /// file name: each deployed model has its own].
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
+    /// The labelled set keeps at most N images, the newest by modification time; human-labelled
+    /// images always stay [default: the preset's max_images, else 5000].
+    #[arg(long, value_name = "N", value_parser = count_arg::<1, 100_000_000>)]
+    pub max_images: Option<usize>,
+    /// Runs `<work>/history` keeps, each pruned to its summary, reports and trained model (the
+    /// newest keeps its exports) [default: the preset's keep_runs, else 10].
+    #[arg(long, value_name = "N", value_parser = count_arg::<1, 10_000>)]
+    pub keep_runs: Option<usize>,
     /// Threads of every step (0: the libraries' defaults).
     #[arg(long, default_value_t = 0, value_parser = count_arg::<0, 256>)]
     pub threads: usize,
@@ -159,7 +170,7 @@ pub struct RollbackArgs {
     /// The deployed model.
     #[arg(long, value_name = "DEPLOYED.onnx")]
     pub model: PathBuf,
-    /// The state folder [default: DEPLOYED's folder/.headroom-field].
+    /// The state folder [default: DEPLOYED's folder/.headroom-field/DEPLOYED's file name].
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
 }
@@ -318,7 +329,10 @@ type StepFn<'a> = dyn Fn(&mut Ctx) -> anyhow::Result<Option<Outcome>> + 'a;
 /// What the steps share.
 struct Ctx {
     exe: PathBuf,
+    work: PathBuf,
     run: PathBuf,
+    /// The last `error:` line a child step printed (when its messages were read, not a terminal's).
+    child_error: std::cell::RefCell<Option<String>>,
     state: RunState,
     quiet: bool,
     interrupt: super::interrupt::Interrupt,
@@ -344,7 +358,18 @@ impl Ctx {
         die_with_parent(&mut command);
         tracing::info!("{step}: headroom {}", args.join(" "));
         arm_mid_kill(step, evidence);
-        let status = command.status().with_context(|| format!("starting {}", self.exe.display()))?;
+        // Unattended (no terminal: a service's journal, a log file), the child's messages pass
+        // through this process so that a failure's own words are kept with the run's state.
+        let read = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+        if read {
+            command.stderr(std::process::Stdio::piped());
+        }
+        let mut child = command.spawn().with_context(|| format!("starting {}", self.exe.display()))?;
+        let last_error = child.stderr.take().map(|pipe| std::thread::spawn(move || pass_through(pipe)));
+        let status = child.wait().with_context(|| format!("waiting for {}", self.exe.display()))?;
+        if let Some(reader) = last_error {
+            *self.child_error.borrow_mut() = reader.join().ok().flatten();
+        }
         if let Some(signal) = self.interrupt.signal() {
             return Ok(Some(Outcome::Interrupted(signal)));
         }
@@ -356,8 +381,7 @@ impl Ctx {
             }
             Some(code @ (130 | 143)) => Ok(Some(Outcome::Interrupted(code - 128))),
             _ => anyhow::bail!(
-                "step {step}: `{} {}` failed ({status}; its messages are above); rerun this command to \
-                 continue the run",
+                "`{} {}` failed ({status}; its messages are above)",
                 self.exe.display(),
                 args.join(" ")
             ),
@@ -375,7 +399,11 @@ impl Ctx {
         }
         kill_point(name);
         let start = Instant::now();
-        let stopped = body(self)?;
+        *self.child_error.borrow_mut() = None;
+        let stopped = match body(self) {
+            Ok(stopped) => stopped,
+            Err(err) => return Err(self.failed(name, err)),
+        };
         let seconds = start.elapsed().as_secs_f64();
         match stopped {
             Some(outcome) => {
@@ -389,6 +417,55 @@ impl Ctx {
             }
         }
     }
+}
+
+impl Ctx {
+    /// Records that step `name` failed with `err` and says what happens next: the next start
+    /// retries the step; the [`state::MAX_TRIES`]th failure in a row with the same error sets the
+    /// run aside in `history/<id>-failed`, so that the next start begins a fresh run.
+    fn failed(&mut self, name: &str, err: anyhow::Error) -> anyhow::Error {
+        let error = self.child_error.borrow_mut().take().unwrap_or_else(|| format!("{err:#}"));
+        let tries = match self.state.record_failure(&self.run, name, &error) {
+            Ok(tries) => tries,
+            Err(e) => return err.context(format!("step {name} failed, and recording it failed too: {e:#}")),
+        };
+        if tries < state::MAX_TRIES {
+            return err.context(format!(
+                "step {name} failed (start {tries} of {} with this error): the next start retries it; if it \
+                 fails again so, the run is set aside and a fresh one starts",
+                state::MAX_TRIES
+            ));
+        }
+        match state::set_aside(&self.work, &self.run, &format!("{}-failed", self.state.id)) {
+            Ok(to) => err.context(format!(
+                "step {name} failed {tries} starts in a row with this error: the run is set aside in {} (its \
+                 state.json holds the error) and the next start begins a fresh run; if the cause is in the \
+                 settings or the inputs, fix it first",
+                to.display()
+            )),
+            Err(e) => {
+                err.context(format!("step {name} failed {tries} times; setting the run aside failed: {e:#}"))
+            }
+        }
+    }
+}
+
+/// Copies a child's messages to our stderr, line by line; returns the last line that starts with
+/// `error:` (without it).
+fn pass_through(pipe: std::process::ChildStderr) -> Option<String> {
+    use std::io::{BufRead as _, Write as _};
+    let mut last = None;
+    for line in std::io::BufReader::new(pipe).split(b'\n') {
+        let Ok(line) = line else { break };
+        let mut stderr = std::io::stderr().lock();
+        // Our stderr gone (a closed pipe): keep reading so that the child never blocks.
+        let _ = stderr.write_all(&line).and_then(|()| stderr.write_all(b"\n"));
+        let text = String::from_utf8_lossy(&line);
+        if let Some(rest) = text.strip_prefix("error: ") {
+            last = Some(rest.trim().to_string());
+        }
+    }
+    last
 }
 
 #[allow(unsafe_code)]
@@ -410,11 +487,15 @@ fn die_with_parent(command: &mut std::process::Command) {
 
 fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     let inputs = check_inputs(args)?;
+    let (preset_name, preset) = super::preset::load(&args.preset)?;
+    let device = super::device_arg::resolve_board(&args.board, args.devices.as_deref())?;
+    // Every setting the steps would refuse, refused now: before any work, with its cause.
+    preflight::check(args, &inputs, &preset_name, &preset, &device)?;
     let work = work_dir(args.work.as_deref(), &inputs.deployed, Some(&inputs.images))?;
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
     deploy::remove_stale_temporaries(&inputs.deployed, &work)?;
-    let (preset_name, preset) = super::preset::load(&args.preset)?;
-    let device = super::device_arg::resolve_board(&args.board, args.devices.as_deref())?;
+    let keep_runs = args.keep_runs.or(preset.keep_runs).unwrap_or(super::preset::DEFAULT_KEEP_RUNS);
+    let max_images = args.max_images.or(preset.max_images).unwrap_or(super::preset::DEFAULT_MAX_IMAGES);
     let mut overrides = Vec::new();
     if let Some(epochs) = args.epochs {
         overrides.extend(["--epochs".to_string(), epochs.to_string()]);
@@ -437,8 +518,9 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         runs_on: args.device.to_string(),
         reserve: args.reserve.clone(),
         overrides: overrides.clone(),
+        model: inputs.deployed.clone(),
     };
-    let (run, state, continued) = state::open_run(&work, &inputs.deployed, &settings)?;
+    let (run, state, continued) = state::open_run(&work, &inputs.deployed, &settings, keep_runs)?;
     if continued {
         eprintln!("continuing field run {} ({} done: {})", state.id, run.display(), state.done.join(", "));
     } else {
@@ -458,7 +540,9 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     }
     let mut ctx = Ctx {
         exe: std::env::current_exe().context("finding this binary")?,
+        work: work.clone(),
         run: run.clone(),
+        child_error: std::cell::RefCell::new(None),
         state,
         quiet: !tracing::enabled!(tracing::Level::INFO),
         interrupt: super::interrupt::Interrupt::install()?,
@@ -483,7 +567,12 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                 let mut a =
                     vec!["label".into(), "--teacher".into(), path(&inputs.teacher), "--images".into()];
                 a.extend([path(&inputs.images), "--out".into(), path(&labelled), "--json".into()]);
-                a.extend(["--threads".into(), threads.clone()]);
+                a.extend([
+                    "--threads".into(),
+                    threads.clone(),
+                    "--max-images".into(),
+                    max_images.to_string(),
+                ]);
                 a.extend(runs_on.iter().cloned());
                 a.extend(ep.iter().cloned());
                 if force {
@@ -520,6 +609,11 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
             "train",
             Box::new(|ctx: &mut Ctx| {
                 let train_dir = ctx.run.join("train");
+                let base = ctx.run.join("base.onnx");
+                let base_bytes =
+                    std::fs::metadata(&base).with_context(|| format!("reading {}", base.display()))?;
+                disk::check_free_space(&ctx.run, base_bytes.len())?;
+                set_aside_foreign_training(&train_dir, &base, &labelled.join("data.yaml"))?;
                 let mut a: Vec<String> = vec!["train".into()];
                 if train_dir.join("config.toml").is_file() {
                     a.extend(["--resume".into(), path(&train_dir)]);
@@ -631,6 +725,35 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(Outcome::Success)
+}
+
+/// A training folder whose settings do not load, or that trains another model or dataset than this
+/// run's (a hand-edited `config.toml`), is set aside beside it (`train.set-aside-<time>`) and the
+/// training starts anew: resuming it would mix datasets or fail every night.
+fn set_aside_foreign_training(train_dir: &Path, base: &Path, data: &Path) -> anyhow::Result<()> {
+    if !train_dir.join("config.toml").is_file() {
+        return Ok(());
+    }
+    let why = match headroom_run::spec::RunSpec::load(train_dir) {
+        Err(e) => format!("its settings do not load ({e})"),
+        Ok(spec) if spec.model != base || spec.data != data => format!(
+            "it trains {} on {}, not this run's {} on {}",
+            spec.model.display(),
+            spec.data.display(),
+            base.display(),
+            data.display()
+        ),
+        Ok(_) => return Ok(()),
+    };
+    let to = train_dir.with_file_name(format!("train.set-aside-{}", state::utc_id()));
+    std::fs::rename(train_dir, &to)
+        .with_context(|| format!("moving {} to {}", train_dir.display(), to.display()))?;
+    tracing::warn!(
+        "{}: {why}; it is kept as {} and the training starts anew",
+        train_dir.display(),
+        to.display()
+    );
+    Ok(())
 }
 
 fn stopped(outcome: Outcome) -> Outcome {

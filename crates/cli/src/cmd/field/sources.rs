@@ -14,7 +14,11 @@ const INDEX: &str = "field-sources.json";
 /// Brings the labelled dataset in line with the images' contents. Returns whether every image must
 /// be relabelled because the teacher changed (the labelled set was made by another teacher file).
 pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> anyhow::Result<bool> {
-    let teacher_changed = match headroom_infer::label::LabelManifest::read(labelled)? {
+    let manifest = headroom_infer::label::LabelManifest::read(labelled).or_else(|e| {
+        set_aside_damaged(&labelled.join(headroom_infer::label::manifest::MANIFEST_FILE), &e)?;
+        anyhow::Ok(None)
+    })?;
+    let teacher_changed = match manifest {
         Some(manifest) => {
             let bytes = std::fs::read(teacher).with_context(|| format!("reading {}", teacher.display()))?;
             let changed = manifest.teacher.sha256 != sha256_hex(&bytes);
@@ -31,9 +35,15 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> anyhow::Result<bo
     };
     let index_path = labelled.join(INDEX);
     let recorded: BTreeMap<String, String> = match std::fs::read_to_string(&index_path) {
-        Ok(text) => {
-            serde_json::from_str(&text).with_context(|| format!("{}: not an index", index_path.display()))?
-        }
+        Ok(text) => match serde_json::from_str(&text) {
+            Ok(index) => index,
+            Err(e) => {
+                // Without it, a changed image keeps its old labels until relabelled: less harm than
+                // a loop that stops every night.
+                set_aside_damaged(&index_path, &e)?;
+                BTreeMap::new()
+            }
+        },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
         Err(e) => return Err(e).with_context(|| format!("reading {}", index_path.display())),
     };
@@ -71,4 +81,18 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> anyhow::Result<bo
     let text = serde_json::to_string_pretty(&now)? + "\n";
     headroom_core::fsio::write_atomic(&index_path, text.as_bytes())?;
     Ok(teacher_changed)
+}
+
+/// Moves a damaged state file aside (`<name>.damaged-<time>`), saying so: the run goes on without it.
+fn set_aside_damaged(path: &Path, error: &dyn std::fmt::Display) -> anyhow::Result<()> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".damaged-{}", super::state::utc_id()));
+    let to = path.with_file_name(name);
+    std::fs::rename(path, &to).with_context(|| format!("moving {} to {}", path.display(), to.display()))?;
+    tracing::warn!(
+        "{}: damaged ({error}); kept as {} and the run goes on without it",
+        path.display(),
+        to.display()
+    );
+    Ok(())
 }

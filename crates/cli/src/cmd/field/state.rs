@@ -35,6 +35,10 @@ pub struct RunSettings {
     pub reserve: String,
     /// `--epochs` / `--train` given on the command line.
     pub overrides: Vec<String>,
+    /// The deployed model the run is for (`--model`, absolute): a run never continues for another
+    /// model. Empty in state files from before it was recorded (taken as this run's model).
+    #[serde(default)]
+    pub model: PathBuf,
 }
 
 fn auto() -> String {
@@ -58,7 +62,27 @@ pub struct RunState {
     /// Whether the run ended (summary written).
     #[serde(default)]
     pub finished: bool,
+    /// The last step that failed, with its error and how many starts in a row it failed so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
 }
+
+/// A step that failed: the same step failing with the same error [`MAX_TRIES`] starts in a row sets
+/// the run aside (`history/<id>-failed`) so that the next start begins a fresh one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The step.
+    pub step: String,
+    /// Its error (the last line a child step printed as `error:`, else ours).
+    pub error: String,
+    /// Starts in a row that failed with this step and error.
+    pub tries: u32,
+    /// When it last failed (UTC).
+    pub at: String,
+}
+
+/// Starts in a row a step may fail with the same error before its run is set aside.
+pub const MAX_TRIES: u32 = 2;
 
 impl RunState {
     /// Reads `<run>/state.json`.
@@ -87,6 +111,22 @@ impl RunState {
         self.save(run)
     }
 
+    /// Records that `step` failed with `error`; returns the starts in a row it failed so.
+    pub fn record_failure(&mut self, run: &Path, step: &str, error: &str) -> anyhow::Result<u32> {
+        let tries = match &self.failure {
+            Some(f) if f.step == step && f.error == error => f.tries + 1,
+            _ => 1,
+        };
+        self.failure = Some(Failure {
+            step: step.into(),
+            error: error.into(),
+            tries,
+            at: headroom_core::fsio::utc_now(),
+        });
+        self.save(run)?;
+        Ok(tries)
+    }
+
     /// Adds time to `step` (also for a step that does not finish in this invocation).
     pub fn add_time(&mut self, step: &str, seconds: f64) {
         match self.seconds.iter_mut().find(|(s, _)| s == step) {
@@ -104,39 +144,49 @@ pub fn utc_id() -> String {
     format!("{}T{}Z", &digits[..8], &digits[8..14])
 }
 
-/// The unfinished run, or a new one: a finished run is archived to `history/<id>`, an unfinished one
-/// started with other settings to `history/<id>-abandoned`. A run folder without a state (killed
-/// while being created) is removed and made again.
+/// The unfinished run, or a new one. A finished run is archived to `history/<id>`; an unfinished
+/// one is set aside whole, never continued, when it was started with other settings or for another
+/// model (`-abandoned`), when the deployed model was replaced since it started (`-superseded`),
+/// when a step failed [`MAX_TRIES`] starts in a row with the same error (`-failed`), and when its
+/// state file is damaged (`<now>-damaged`). A run folder without a state (killed while being
+/// created) is removed and made again. `history/` then keeps its newest `keep_runs` runs.
 pub fn open_run(
     work: &Path,
     deployed: &Path,
     settings: &RunSettings,
+    keep_runs: usize,
 ) -> anyhow::Result<(PathBuf, RunState, bool)> {
     let run = work.join("run");
     if run.join("state.json").is_file() {
-        let state = RunState::load(&run)?;
-        if !state.finished && &state.settings == settings {
-            return Ok((run, state, true));
+        match RunState::load(&run) {
+            Err(e) => {
+                let to = set_aside(work, &run, &format!("{}-damaged", utc_id()))?;
+                tracing::warn!(
+                    "{e:#}: the unfinished run's state is damaged; it is kept in {} and a new run starts",
+                    to.display()
+                );
+            }
+            Ok(mut state) => {
+                if state.settings.model.as_os_str().is_empty() {
+                    state.settings.model = settings.model.clone();
+                }
+                let Some((suffix, why)) = why_not_continue(&state, settings, deployed, &run)? else {
+                    return Ok((run, state, true));
+                };
+                let to = set_aside(work, &run, &format!("{}{suffix}", state.id))?;
+                if !why.is_empty() {
+                    tracing::warn!(
+                        "the unfinished run {} {why}: it is kept in {} and a new run starts",
+                        state.id,
+                        to.display()
+                    );
+                }
+            }
         }
-        let mut name = state.id.clone();
-        if !state.finished {
-            // Never mix two settings in one run: the unfinished one is set aside, whole.
-            name.push_str("-abandoned");
-            tracing::warn!(
-                "the unfinished run {} was started with other settings ({}): it is kept in history/{name} \
-                 and a new run starts",
-                state.id,
-                differences(&state.settings, settings)
-            );
-        }
-        let history = work.join("history");
-        std::fs::create_dir_all(&history).with_context(|| format!("creating {}", history.display()))?;
-        let to = history.join(&name);
-        std::fs::rename(&run, &to)
-            .with_context(|| format!("archiving the run {} to {}", run.display(), to.display()))?;
     } else if run.exists() {
         std::fs::remove_dir_all(&run).with_context(|| format!("removing the unstarted {}", run.display()))?;
     }
+    super::disk::prune_history(&work.join("history"), keep_runs)?;
     let fresh = work.join("run.new");
     if fresh.exists() {
         std::fs::remove_dir_all(&fresh).with_context(|| format!("removing {}", fresh.display()))?;
@@ -151,11 +201,77 @@ pub fn open_run(
         done: Vec::new(),
         seconds: Vec::new(),
         finished: false,
+        failure: None,
     };
     state.save(&fresh)?;
     std::fs::rename(&fresh, &run)
         .with_context(|| format!("renaming {} to {}", fresh.display(), run.display()))?;
     Ok((run, state, false))
+}
+
+/// Why the run in `run` must not be continued: the suffix of its name in `history/` and the reason
+/// (empty for a finished run, archived as it is).
+fn why_not_continue(
+    state: &RunState,
+    settings: &RunSettings,
+    deployed: &Path,
+    run: &Path,
+) -> anyhow::Result<Option<(&'static str, String)>> {
+    if state.finished {
+        return Ok(Some(("", String::new())));
+    }
+    if state.settings.model != settings.model {
+        return Ok(Some((
+            "-abandoned",
+            format!(
+                "is for {}, not for --model {}",
+                state.settings.model.display(),
+                settings.model.display()
+            ),
+        )));
+    }
+    if &state.settings != settings {
+        // Never mix two settings in one run.
+        let changed = differences(&state.settings, settings);
+        return Ok(Some(("-abandoned", format!("was started with other settings ({changed})"))));
+    }
+    if let Some(f) = state.failure.as_ref().filter(|f| f.tries >= MAX_TRIES) {
+        return Ok(Some((
+            "-failed",
+            format!("failed at step {} {} starts in a row ({})", f.step, f.tries, f.error),
+        )));
+    }
+    // The service was given another model since: a run from the old one must not replace it.
+    let current = super::deploy::sha256_file(deployed)?;
+    let candidate = run.join("train/best.onnx");
+    if current != state.base_sha256
+        && (!candidate.is_file() || super::deploy::sha256_file(&candidate)? != current)
+    {
+        return Ok(Some((
+            "-superseded",
+            format!(
+                "started from sha256 {} and {} is now sha256 {current} (replaced since)",
+                state.base_sha256,
+                deployed.display()
+            ),
+        )));
+    }
+    Ok(None)
+}
+
+/// Moves the run folder `run` to `history/<name>` (`<name>.2`, … when taken); returns where.
+pub fn set_aside(work: &Path, run: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let history = work.join("history");
+    std::fs::create_dir_all(&history).with_context(|| format!("creating {}", history.display()))?;
+    let mut to = history.join(name);
+    let mut n = 1;
+    while to.exists() {
+        n += 1;
+        to = history.join(format!("{name}.{n}"));
+    }
+    std::fs::rename(run, &to)
+        .with_context(|| format!("moving the run {} to {}", run.display(), to.display()))?;
+    Ok(to)
 }
 
 fn differences(saved: &RunSettings, now: &RunSettings) -> String {

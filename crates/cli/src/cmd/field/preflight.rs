@@ -1,0 +1,52 @@
+//! What a night's work needs, checked before labelling with the rules the steps themselves apply
+//! (one function per rule, called here and by the verb that applies it): a setting that would
+//! fail mid-run fails at the start instead, with its cause, before any work is done. The preset
+//! itself is checked as it loads (`RunPreset::check`, the rules of `train`'s flags).
+
+use anyhow::Context as _;
+
+use super::RunArgs;
+use super::inputs::Inputs;
+use crate::cmd::device_arg::BoardArgs;
+use crate::cmd::plan::{PlanArgs, budget, planned_device};
+use crate::cmd::preset::RunPreset;
+
+/// Checks the deployed model (an FP32 detector the trainer can train), what trains, the memory
+/// budget on the board, and the teacher–student pairing the preset's distillation needs.
+pub fn check(
+    args: &RunArgs,
+    inputs: &Inputs,
+    preset_name: &str,
+    preset: &RunPreset,
+    board: &headroom_plan::DevicePreset,
+) -> anyhow::Result<()> {
+    let model = headroom_onnx::Model::load(&inputs.deployed).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
+    crate::cmd::train::refuse_fp16(&inputs.deployed, &model).map_err(|e| {
+        anyhow::anyhow!("--model: {e:#}: deploy the FP32 model the FP16 one was exported from")
+    })?;
+    let student = headroom_onnx::inspect::inspect(&model).with_context(|| {
+        format!("--model {}: not a detector headroom can train", inputs.deployed.display())
+    })?;
+    // What trains: --train, else the preset's, else train's default (the preset's is checked as it
+    // loads, with the same parser).
+    if let Some(part) = &args.train {
+        part.parse::<headroom_onnx::Trainable>().map_err(|e| anyhow::anyhow!("--train {part}: {e}"))?;
+    }
+    // The plan step's budget: --reserve must leave something of the board's memory.
+    let board_args = BoardArgs { board: Some(args.board.clone()), devices: args.devices.clone() };
+    let plan_args = PlanArgs { budget: None, reserve: args.reserve.clone() };
+    budget(&plan_args, board, planned_device(args.device, board), &board_args)?;
+    if preset.distill {
+        // Training runs at the deployed model's input size (field run gives no --imgsz).
+        let [h, w] = student.inspected_size;
+        let imgsz = [u32::try_from(w).unwrap_or(0), u32::try_from(h).unwrap_or(0)];
+        headroom_run::teacher::check_pairing(&inputs.teacher, &student, imgsz).map_err(|e| {
+            anyhow::anyhow!(
+                "--preset {preset_name} distils from the teacher on every batch (distill = true), and {e}; \
+                 use a preset without distillation (--preset field-quick), or a teacher exported at the \
+                 deployed model's size ({w}x{h}) or with dynamic axes"
+            )
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! Issue 32, night after night: settings that a step would refuse are refused before any work; a
+//! step that fails is retried, then its run set aside so that a fresh one starts; damaged state
+//! files are set aside; each deployed model has its own state; the labelled set and `history/`
+//! stay within their bounds.
+
+mod common;
+
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod with_libraries {
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::path::{Path, PathBuf};
+
+    use crate::common::field::{Scene, field_args, run, scene, sha, work};
+    use crate::common::{demo_model, headroom, output_text as text, repo_root, s};
+
+    fn fixture(name: &str) -> PathBuf {
+        repo_root().join("tests/fixtures/onnx").join(name)
+    }
+
+    /// `args` with `flag`'s value replaced (or the pair added).
+    fn with(args: &[String], flag: &str, value: &str) -> Vec<String> {
+        let mut a = args.to_vec();
+        match a.iter().position(|x| x == flag) {
+            Some(at) => a[at + 1] = value.to_string(),
+            None => a.extend([flag.to_string(), value.to_string()]),
+        }
+        a
+    }
+
+    /// The entries of a folder, sorted (none when it does not exist).
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|e| e.filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned())).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    fn state(run: &Path) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(run.join("state.json")).expect("state.json"))
+            .expect("state json")
+    }
+
+    /// A preset file in the scene: the scene's always-deploying preset with `extra` lines.
+    fn preset(scene: &Scene, name: &str, extra: &str) -> PathBuf {
+        let always = std::fs::read_to_string(&scene.always).expect("preset");
+        let path = scene.root.join(name);
+        std::fs::write(&path, format!("{extra}\n{always}")).expect("write preset");
+        path
+    }
+
+    #[test]
+    fn settings_a_step_would_refuse_are_refused_before_labelling() {
+        let scene = scene();
+        let base = field_args(&scene, &scene.always);
+        // An FP16 export of the deployed model.
+        let fp16_dir = scene.root.join("fp16");
+        let out = headroom(&["-q", "export", "--model", s(&scene.deployed), "--fp16", "--out", s(&fp16_dir)]);
+        assert!(out.status.success(), "{}", text(&out));
+        let fp16 = std::fs::read_dir(&fp16_dir)
+            .expect("exports")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with(".fp16.onnx"))
+            .expect("an .fp16.onnx");
+        let fp16_app = scene.root.join("app/fp16.onnx");
+        std::fs::copy(&fp16, &fp16_app).expect("copy");
+        // A teacher taking 640x640 only, with a 160 student of the same classes (0, 1, 2): the
+        // holdout and the old scenes named alike.
+        let student = scene.root.join("app/student.onnx");
+        std::fs::copy(fixture("yolov8n-w00625-nc3-160.onnx"), &student).expect("copy");
+        let mut paired = with(&base, "--model", s(&student));
+        for (flag, data) in [("--holdout", &scene.holdout), ("--old", &scene.old)] {
+            let yaml = std::fs::read_to_string(data).expect("data.yaml");
+            let renamed = yaml.replace("- circle\n- square\n- triangle", "- '0'\n- '1'\n- '2'");
+            assert_ne!(renamed, yaml, "the names are rewritten");
+            let copy = data.with_file_name("numbered.yaml");
+            std::fs::write(&copy, renamed).expect("write");
+            paired = with(&paired, flag, s(&copy));
+        }
+        let teacher = fixture("yolov8n-w00625-nc3-640.onnx");
+        let paired = with(&with(&paired, "--teacher", s(&teacher)), "--preset", "field-accurate");
+        let cases: Vec<(Vec<String>, &str)> = vec![
+            (with(&base, "--preset", s(&preset(&scene, "nbs0.toml", "nbs = 0"))), "nbs = 0"),
+            (
+                with(&base, "--preset", s(&preset(&scene, "bogus.toml", "train = \"bogus\"\nnbs = 8"))),
+                "bogus",
+            ),
+            (with(&base, "--train", "bogus"), "--train bogus"),
+            (with(&base, "--reserve", "1000GiB"), "leaves nothing of the budget"),
+            (with(&base, "--model", s(&fp16_app)), "its weights are float16"),
+            (paired.clone(), "takes 640x640 images only"),
+        ];
+        for (args, expected) in cases {
+            let out = run(&args, &[]);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+            assert!(text(&out).contains(expected), "{args:?}: expected `{expected}` in {}", text(&out));
+            assert!(
+                !scene.root.join("app/.headroom-field").exists(),
+                "{args:?}: nothing labelled or written: {}",
+                text(&out)
+            );
+        }
+        // The pairing's message says what to do; the same teacher passes with a preset that does
+        // not distil (killed as labelling starts: the checks passed).
+        let out = run(&paired, &[]);
+        assert!(text(&out).contains("--preset field-quick"), "{}", text(&out));
+        let quick = with(&paired, "--preset", "field-quick");
+        let out = run(&quick, &[("HEADROOM_FIELD_KILL_AT", "label")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+    }
+
+    #[test]
+    fn a_step_failing_twice_alike_sets_the_run_aside_and_a_fresh_run_deploys() {
+        let scene = scene();
+        let args = field_args(&scene, &scene.always);
+        // A trtexec that always fails: the export step fails the same way every night.
+        let trtexec = scene.root.join("trtexec");
+        std::fs::write(&trtexec, "#!/bin/sh\necho 'no GPU here' >&2\nexit 1\n").expect("write");
+        std::fs::set_permissions(&trtexec, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let failing = [("TRTEXEC", s(&trtexec))];
+        let out = run(&args, &failing);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("step export failed (start 1 of 2"), "{}", text(&out));
+        assert!(text(&out).contains("the next start retries it"), "{}", text(&out));
+        let failure = &state(&work(&scene).join("run"))["failure"];
+        assert_eq!(
+            (failure["step"].as_str(), failure["tries"].as_u64()),
+            (Some("export"), Some(1)),
+            "{failure}"
+        );
+        assert!(
+            failure["error"].as_str().is_some_and(|e| e.contains("trtexec")),
+            "the child's own error: {failure}"
+        );
+
+        let out = run(&args, &failing);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("continuing field run"), "retried, not redone: {}", text(&out));
+        assert!(text(&out).contains("the run is set aside in"), "{}", text(&out));
+        let history = work(&scene).join("history");
+        let set_aside = names(&history);
+        assert!(set_aside.len() == 1 && set_aside[0].ends_with("-failed"), "{set_aside:?}");
+        let failed = state(&history.join(&set_aside[0]));
+        assert_eq!(failed["failure"]["tries"], 2, "{failed}");
+        assert!(!work(&scene).join("run").exists(), "no run left to continue");
+        assert_eq!(sha(&scene.deployed), scene.original);
+
+        // The cause gone, the next night is a fresh run, and it deploys.
+        let out = run(&args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(!text(&out).contains("continuing field run"), "{}", text(&out));
+        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/train/best.onnx")));
+    }
+
+    #[test]
+    fn damaged_state_files_and_an_edited_training_are_set_aside_and_the_loop_goes_on() {
+        let scene = scene();
+        let args = field_args(&scene, &scene.always);
+        let work = work(&scene);
+        // Killed once the training started; its settings then edited by hand to another dataset.
+        let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", "train:mid")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        let config = work.join("run/train/config.toml");
+        let toml = std::fs::read_to_string(&config).expect("config.toml");
+        let labelled = work.join("labelled/data.yaml");
+        let edited = toml.replace(s(&labelled), s(&scene.holdout));
+        assert_ne!(edited, toml, "the data path is edited");
+        std::fs::write(&config, edited).expect("edit");
+        let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", "export")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        assert!(text(&out).contains("the training starts anew"), "{}", text(&out));
+        let run_dir = work.join("run");
+        assert!(names(&run_dir).iter().any(|n| n.starts_with("train.set-aside-")), "{:?}", names(&run_dir));
+        let spec = std::fs::read_to_string(run_dir.join("train/config.toml")).expect("config.toml");
+        assert!(spec.contains(s(&labelled)), "the new training is on the labelled set: {spec}");
+
+        // The labelled set's index and manifest and the run's state, damaged.
+        for file in [work.join("labelled/manifest.json"), work.join("labelled/field-sources.json")] {
+            std::fs::write(&file, b"{\"trunc").expect("damage");
+        }
+        std::fs::write(run_dir.join("state.json"), b"{\"id\": ").expect("damage");
+        let out = run(&args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("the unfinished run's state is damaged"), "{}", text(&out));
+        let history = names(&work.join("history"));
+        assert!(history.len() == 1 && history[0].ends_with("-damaged"), "{history:?}");
+        let labelled_files = names(&work.join("labelled"));
+        for damaged in ["manifest.json.damaged-", "field-sources.json.damaged-"] {
+            assert!(labelled_files.iter().any(|n| n.starts_with(damaged)), "{damaged}: {labelled_files:?}");
+        }
+        assert!(labelled_files.contains(&"manifest.json".to_string()), "written anew: {labelled_files:?}");
+        assert_eq!(sha(&scene.deployed), sha(&run_dir.join("train/best.onnx")), "deployed");
+    }
+
+    #[test]
+    fn two_models_in_one_folder_keep_separate_runs_and_an_old_state_folder_moves_to_its_model() {
+        let scene = scene();
+        let b = scene.root.join("app/b.onnx");
+        std::fs::copy(demo_model(), &b).expect("copy");
+        let a_args = field_args(&scene, &scene.always);
+        let b_args = with(&a_args, "--model", s(&b));
+        let out = run(&a_args, &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        let out = run(&b_args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(!text(&out).contains("continuing field run"), "b never continues a's run: {}", text(&out));
+        let root = scene.root.join("app/.headroom-field");
+        assert_eq!(names(&root), ["b.onnx", "model.onnx"]);
+        assert_eq!(
+            state(&root.join("model.onnx/run"))["done"],
+            serde_json::json!(["label"]),
+            "a's run is a's"
+        );
+        assert_eq!(sha(&scene.deployed), scene.original, "a untouched");
+        assert_eq!(sha(&b), sha(&root.join("b.onnx/run/train/best.onnx")), "b deployed from its own run");
+
+        // One --work for both: a run for another model is set aside, never continued.
+        let shared = scene.root.join("shared");
+        let out = run(&with(&a_args, "--work", s(&shared)), &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        let out = run(&with(&b_args, "--work", s(&shared)), &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        assert!(text(&out).contains(&format!("is for {}", s(&scene.deployed))), "{}", text(&out));
+        let history = names(&shared.join("history"));
+        assert!(history.len() == 1 && history[0].ends_with("-abandoned"), "{history:?}");
+
+        // The layout of earlier versions (one state folder beside the models) moves to the first
+        // model that runs.
+        let old = scene.root.join("old-app");
+        std::fs::create_dir_all(old.join(".headroom-field/labelled")).expect("mkdir");
+        std::fs::write(old.join(".headroom-field/labelled/marker"), b"x").expect("write");
+        std::fs::copy(demo_model(), old.join("m.onnx")).expect("copy");
+        let out =
+            run(&["field".into(), "rollback".into(), "--model".into(), s(&old.join("m.onnx")).into()], &[]);
+        assert_eq!(out.status.code(), Some(2), "no .prev to roll back to: {}", text(&out));
+        assert!(old.join(".headroom-field/m.onnx/labelled/marker").is_file(), "{}", text(&out));
+    }
+
+    #[test]
+    fn the_labelled_set_and_history_stay_within_their_bounds() {
+        let scene = scene();
+        let args = [field_args(&scene, &scene.always), ["--max-images".into(), "5".into()].to_vec()].concat();
+        let args = with(&args, "--keep-runs", "1");
+        // The 6 newest of the 20 images by modification time: 5 of them are kept.
+        let mut images: Vec<PathBuf> = names(&scene.images).iter().map(|n| scene.images.join(n)).collect();
+        images.sort();
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
+        for (i, image) in images.iter().enumerate() {
+            let when = long_ago + std::time::Duration::from_secs(i as u64 * 60);
+            std::fs::File::options()
+                .write(true)
+                .open(image)
+                .expect("open")
+                .set_modified(when)
+                .expect("mtime");
+        }
+        for night in 0..3 {
+            let out = run(&args, &[]);
+            assert!(out.status.success(), "night {night}: {}", text(&out));
+        }
+        let labelled = work(&scene).join("labelled");
+        let linked = names(&labelled.join("images"));
+        assert_eq!(linked.len(), 5, "{linked:?}");
+        let newest: Vec<String> =
+            images[15..].iter().map(|p| p.file_name().unwrap().to_string_lossy().into()).collect();
+        assert_eq!(linked, newest, "the newest five");
+        let labels = names(&labelled.join("labels"));
+        assert_eq!(labels.iter().filter(|n| n.ends_with(".txt")).count(), 5, "{labels:?}");
+        let history = names(&work(&scene).join("history"));
+        assert_eq!(history.len(), 1, "{history:?}");
+        let kept = work(&scene).join("history").join(&history[0]);
+        assert!(kept.join("train/best.onnx").is_file() && kept.join("summary.json").is_file());
+        assert!(!kept.join("base.onnx").exists() && !kept.join("train/ckpt").exists(), "{:?}", names(&kept));
+    }
+}
