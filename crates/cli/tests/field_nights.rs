@@ -263,7 +263,7 @@ mod with_libraries {
         let linked = names(&labelled.join("images"));
         assert_eq!(linked.len(), 5, "{linked:?}");
         let newest: Vec<String> =
-            images[15..].iter().map(|p| p.file_name().unwrap().to_string_lossy().into()).collect();
+            images[15..].iter().map(|p| p.file_name().expect("a name").to_string_lossy().into()).collect();
         assert_eq!(linked, newest, "the newest five");
         let labels = names(&labelled.join("labels"));
         assert_eq!(labels.iter().filter(|n| n.ends_with(".txt")).count(), 5, "{labels:?}");

@@ -83,7 +83,8 @@ fn prune_dir(root: &Path, dir: &Path, keep_export: bool) -> anyhow::Result<()> {
 }
 
 /// Bytes free to this process on the file system of `path`.
-#[allow(unsafe_code)]
+// `fsblkcnt_t` and `c_ulong` are u64 on 64-bit Linux, u32 on 32-bit targets.
+#[allow(unsafe_code, clippy::useless_conversion)]
 pub fn free_bytes(path: &Path) -> anyhow::Result<u64> {
     use std::os::unix::ffi::OsStrExt as _;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())

@@ -38,6 +38,8 @@ pub struct Args {
 }
 
 /// The subcommands of `headroom field`.
+// Parsed once per process: the size of `RunArgs` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 pub enum FieldCommand {
     /// One field retrain: label → plan → train → export → gate → deploy only if better.
