@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The field loop, night after night (issue 32): NIGHTS runs of `headroom field run` on the demo
+# models, each night with new camera images (`field` scenes, a new seed) and now and then:
+#   - bad files among them: a 0-byte JPEG (a camera still writing), a truncated JPEG, a 1x1 PNG;
+#   - a SIGKILL at a random step (HEADROOM_FIELD_KILL_AT), then the night's rerun;
+#   - a damaged state: run/state.json, labelled/manifest.json or labelled/field-sources.json cut short.
+# After every night: the loop must end with exit 0 (after at most one rerun for a kill), the deployed
+# file must be a whole detector, and the state folder must stay within its bound (--max-images,
+# --keep-runs). Prints one row per night and a summary: nights, kills, damages, bytes.
+#
+# Usage: scripts/bench/field-soak.sh [WORK_DIR]
+# Env: SOAK_NIGHTS (30), SOAK_IMAGES (12 new images a night), SOAK_MAX_IMAGES (60),
+#      SOAK_KEEP_RUNS (3), SOAK_SEED (1), HEADROOM (the binary; default the dev build).
+# shellcheck source=../lib/errtrap.sh
+source "$(dirname "$0")/../lib/errtrap.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=${1:-/tmp/headroom-soak}
+# shellcheck source=/dev/null
+source "$root/.deps/env.sh"
+target=${CARGO_TARGET_DIR:-$root/target}
+bin=${HEADROOM:-$target/debug/headroom}
+[ -x "$bin" ] || { echo "field-soak.sh: no headroom binary at $bin (cargo build -p headroom-cli, or set HEADROOM)" >&2; exit 2; }
+nights=${SOAK_NIGHTS:-30} per_night=${SOAK_IMAGES:-12} max_images=${SOAK_MAX_IMAGES:-60}
+keep_runs=${SOAK_KEEP_RUNS:-3}
+RANDOM=${SOAK_SEED:-1}
+rm -rf "$work" && mkdir -p "$work/app" "$work/camera"
+cp "$root/models/demo/yolov8n-shapes-160.onnx" "$work/app/model.onnx"
+teacher=$root/models/demo/teacher-shapes-160.onnx
+"$bin" -q synth --preset field --seed 12 --train 1 --val 24 --out "$work/holdout" >/dev/null
+"$bin" -q synth --preset base --seed 2 --train 24 --val 16 --out "$work/old" >/dev/null
+# One head-only epoch a night, a gate that deploys any whole candidate: the loop is under test here,
+# not the decision (docs/FIELD.md "The gate" has that).
+cat > "$work/nightly.toml" <<'EOF'
+epochs = 1
+train = "head"
+nbs = 8
+augment = false
+[gate]
+min_gain = -100
+old_tolerance = 100
+class_tolerance = 100
+resamples = 50
+EOF
+args=(field run --images "$work/camera" --teacher "$teacher" --model "$work/app/model.onnx"
+  --holdout "$work/holdout/data.yaml" --old "$work/old/data.yaml" --preset "$work/nightly.toml"
+  --device cpu --threads 2 --max-images "$max_images" --keep-runs "$keep_runs")
+state=$work/app/.headroom-field/model.onnx
+points=(label:mid plan train:mid export:mid eval deploy deploy-swap)
+kills=0 damages=0 bad_files=0 reruns=0 deploys=0 max_bytes=0 total_seconds=0
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| night | new images | bad files | kill at | damaged | exit (rerun) | deployed sha256 | labelled images | history runs | state bytes | seconds |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for night in $(seq 1 "$nights"); do
+  start=$(date +%s)
+  # The camera's new images, modified a minute ago (a camera's finished files).
+  "$bin" -q synth --preset field --seed $((1000 + night)) --train "$per_night" --val 1 --out "$work/scene-$night" >/dev/null
+  mkdir -p "$work/camera/night-$night"
+  for f in "$work/scene-$night"/images/train/*; do mv "$f" "$work/camera/night-$night/"; done
+  rm -rf "$work/scene-$night"
+  touch -d '-1 minute' "$work/camera/night-$night"/*
+  bad="-"
+  if (( RANDOM % 3 == 0 )); then
+    : > "$work/camera/night-$night/writing.jpg"
+    first=$(ls "$work/camera/night-$night"/*.jpg | head -1)
+    head -c 900 "$first" > "$work/camera/night-$night/cut.jpg"
+    python3 -c "import base64,sys; open(sys.argv[1],'wb').write(base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='))" "$work/camera/night-$night/tiny.png"
+    touch -d '-1 minute' "$work/camera/night-$night"/writing.jpg "$work/camera/night-$night"/cut.jpg "$work/camera/night-$night"/tiny.png
+    bad_files=$((bad_files + 3)) bad=3
+  fi
+  damaged="-"
+  if (( night > 1 && RANDOM % 5 == 0 )); then
+    victims=("$state/run/state.json" "$state/labelled/manifest.json" "$state/labelled/field-sources.json")
+    victim=${victims[$((RANDOM % 3))]}
+    if [ -f "$victim" ]; then
+      head -c 7 "$victim" > "$victim.cut" && mv "$victim.cut" "$victim"
+      damages=$((damages + 1)) damaged=$(basename "$victim")
+    fi
+  fi
+  kill_at="-" codes=""
+  if (( RANDOM % 3 == 0 )); then
+    kill_at=${points[$((RANDOM % ${#points[@]}))]}
+    set +e
+    HEADROOM_FIELD_KILL_AT=$kill_at "$bin" -q "${args[@]}" > "$work/night-$night.kill.log" 2>&1
+    code=$?
+    set -e
+    codes="$code "
+    kills=$((kills + 1))
+    # Whatever the moment, the deployed file is a whole detector.
+    "$bin" inspect "$work/app/model.onnx" > /dev/null || { echo "night $night: the deployed model is not whole after a kill at $kill_at" >&2; exit 1; }
+  fi
+  set +e
+  "$bin" -q "${args[@]}" > "$work/night-$night.log" 2>&1
+  code=$?
+  set -e
+  if [ "$code" != 0 ]; then
+    # One rerun (a step's failure is retried by the next start: here, the same night).
+    reruns=$((reruns + 1))
+    set +e
+    "$bin" -q "${args[@]}" >> "$work/night-$night.log" 2>&1
+    code2=$?
+    set -e
+    codes="$codes$code ($code2)"
+    [ "$code2" = 0 ] || { echo "night $night: field run failed twice (exit $code, $code2); log: $work/night-$night.log" >&2; tail -5 "$work/night-$night.log" >&2; exit 1; }
+  else
+    codes="${codes}0"
+  fi
+  "$bin" inspect "$work/app/model.onnx" > /dev/null || { echo "night $night: the deployed model is not whole" >&2; exit 1; }
+  sha=$(sha256sum "$work/app/model.onnx" | cut -c1-12)
+  grep -q '"decision": "deployed"' "$state/run/summary.json" && deploys=$((deploys + 1))
+  labelled=$(find "$state/labelled/images" -mindepth 1 \( -type l -o -type f \) | wc -l)
+  history=$(find "$state/history" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l)
+  bytes=$(du -sb "$state" | cut -f1)
+  (( bytes > max_bytes )) && max_bytes=$bytes
+  (( labelled <= max_images )) || { echo "night $night: $labelled labelled images, more than --max-images $max_images" >&2; exit 1; }
+  (( history <= keep_runs )) || { echo "night $night: $history runs in history, more than --keep-runs $keep_runs" >&2; exit 1; }
+  seconds=$(( $(date +%s) - start ))
+  total_seconds=$((total_seconds + seconds))
+  echo "| $night | $per_night | $bad | $kill_at | $damaged | $codes | $sha | $labelled | $history | $bytes | $seconds |"
+done
+echo
+echo "nights $nights, kills $kills, damaged state files $damages, bad files $bad_files, nights that needed a rerun $reruns, deployed $deploys times"
+echo "state folder: at most $max_bytes bytes (final $(du -sb "$state" | cut -f1)); camera folder $(du -sb "$work/camera" | cut -f1) bytes (the camera's, not bounded by headroom)"
+echo "wall: $total_seconds s; load after: $(cut -d' ' -f1-3 /proc/loadavg)"
