@@ -311,6 +311,7 @@ mod with_libraries {
         std::fs::create_dir_all(dir.path().join("app")).expect("mkdir");
         std::fs::copy(demo_model(), &deployed).expect("copy");
         let images = dir.path().join("data/images/train");
+        crate::common::settle_images(&images);
         let run = headroom_env(
             &[
                 "field",

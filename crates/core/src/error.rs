@@ -74,6 +74,15 @@ pub enum Error {
         /// What is wrong with it.
         problem: ImageProblem,
     },
+    /// An image file its writer may not have finished (empty, or modified moments ago): left for a
+    /// later run rather than called corrupt ([`crate::imageio::usable_image`]).
+    #[error("{path}: {state}: a camera may still be writing it (left for a later run)")]
+    ImageNotSettled {
+        /// The image file.
+        path: PathBuf,
+        /// Why it looks unfinished.
+        state: WriteState,
+    },
     /// Another process holds the lock on an output folder, or on some outputs in it
     /// ([`crate::fsio::OutputLock`]).
     #[error("{path}: another headroom run is writing {scope} ({holder}); wait for it to end, or stop it")]
@@ -172,6 +181,22 @@ pub enum LabelProblem {
     MixedPolygonsAndBoxes {
         /// A line holding a polygon.
         polygon_line: usize,
+    },
+}
+
+/// Why an image file looks unfinished (see [`Error::ImageNotSettled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WriteState {
+    /// The file has no bytes yet.
+    #[error("empty file (0 bytes)")]
+    Empty,
+    /// The file was modified less than the settle time ago.
+    #[error("modified {age_ms} ms ago, within the {settle_ms} ms settle time")]
+    Recent {
+        /// How long ago it was last modified, in milliseconds.
+        age_ms: u64,
+        /// The settle time asked for, in milliseconds.
+        settle_ms: u64,
     },
 }
 

@@ -22,4 +22,4 @@ pub mod preprocess;
 pub mod process;
 pub mod synth;
 
-pub use error::{Error, ImageProblem, LabelProblem, Result};
+pub use error::{Error, ImageProblem, LabelProblem, Result, WriteState};

@@ -110,6 +110,18 @@ pub enum Error {
         /// Steps in all.
         total: usize,
     },
+    /// Every calibration image was refused by the image filter
+    /// (`headroom_core::imageio::usable_image`); each was skipped with a warning.
+    #[error(
+        "none of the {total} calibration images can be used (each was skipped with a warning; the last: {last}): \
+         give a folder or data.yaml with whole images"
+    )]
+    NoUsableImages {
+        /// Images given.
+        total: usize,
+        /// Why the last one was skipped (it names the file).
+        last: Box<headroom_core::Error>,
+    },
     /// A pipeline thread stopped unexpectedly.
     #[error("the {stage} thread stopped unexpectedly (panicked)")]
     Pipeline {

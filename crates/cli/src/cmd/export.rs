@@ -61,9 +61,14 @@ pub struct Args {
     /// Calibration images: a folder (searched recursively) or a data.yaml (its train split).
     #[arg(long, value_name = "DIR|data.yaml")]
     pub calib: Option<PathBuf>,
-    /// At most this many calibration images, evenly spread over the sorted list.
+    /// At most this many calibration images, evenly spread over the sorted list. An image that
+    /// cannot be used (empty, truncated, under 10 pixels a side, not decodable) is skipped with a
+    /// warning, as `headroom label` skips it; calibration fails only when none is left.
     #[arg(long, default_value_t = 500, value_parser = super::provider_args::count_arg::<1, 100000>)]
     pub calib_images: usize,
+    /// Which calibration images are too new to read yet.
+    #[command(flatten)]
+    pub settle: super::settle_arg::SettleArgs,
     /// How each tensor's range is chosen from its calibration histogram (percentile by default:
     /// the most accurate on the benchmarks of docs/BENCHMARKS.md "Export").
     #[arg(long, value_enum, default_value_t = MethodArg::Percentile)]
@@ -381,6 +386,8 @@ fn with_imgsz(model: &headroom_onnx::Model, bytes: Vec<u8>, imgsz: Option<u32>) 
 pub(super) struct Int8Summary {
     method: String,
     calibration_images: usize,
+    /// Calibration images skipped, each with its file and why.
+    skipped_images: Vec<String>,
     quantized_convs: usize,
     float_convs: Vec<String>,
     skipped_convs: Vec<(String, String)>,
@@ -459,9 +466,13 @@ fn print_report(
     }
     if let Some(s) = int8 {
         println!(
-            "int8: {} calibration ({} images), {} Convs int8, {} kept float{}; cache: {} tensors for TensorRT {}",
+            "int8: {} calibration ({} images{}), {} Convs int8, {} kept float{}; cache: {} tensors for TensorRT {}",
             s.method,
             s.calibration_images,
+            match s.skipped_images.len() {
+                0 => String::new(),
+                n => format!(", {n} skipped"),
+            },
             s.quantized_convs,
             s.float_convs.len(),
             if s.float_convs.is_empty() { String::new() } else { format!(" ({})", s.float_convs.join(", ")) },

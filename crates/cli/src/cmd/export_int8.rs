@@ -82,18 +82,19 @@ impl ValSplit {
     }
 }
 
-/// The calibration images `--calib` names, at most `--calib-images`, evenly spread.
+/// The calibration images `--calib` names (a folder's images, or a data.yaml's train split, its
+/// labels not read), at most `--calib-images`, evenly spread. Nothing is decoded here: calibration
+/// skips what the image filter refuses.
 fn calibration_images(args: &Args) -> anyhow::Result<Vec<PathBuf>> {
     let source = args.calib.as_deref().context("--int8 needs --calib")?;
     let is_yaml = source.extension().is_some_and(|e| e == "yaml" || e == "yml");
     let all = if source.is_file() && is_yaml {
         let config = headroom_core::dataset::DataConfig::load(source)?;
         let split = headroom_core::dataset::Split::Train;
-        headroom_core::dataset::load_split(&config, split, Default::default())?
-            .images
-            .into_iter()
-            .map(|r| r.image)
-            .collect()
+        let sources = config.split_sources(split).with_context(|| {
+            format!("--calib {}: key `{}:` is absent or empty", source.display(), split.key())
+        })?;
+        headroom_core::dataset::layout::list_images(&config.file, split.key(), sources)?
     } else if source.is_dir() {
         headroom_core::dataset::layout::list_images(source, "--calib", &[source.to_path_buf()])?
     } else if source.exists() {
@@ -103,15 +104,7 @@ fn calibration_images(args: &Args) -> anyhow::Result<Vec<PathBuf>> {
     };
     anyhow::ensure!(!all.is_empty(), "--calib {}: no images", source.display());
     let n = all.len().min(args.calib_images);
-    let picked: Vec<PathBuf> = (0..n).map(|i| all[i * all.len() / n].clone()).collect();
-    if picked.len() < FEW_IMAGES {
-        tracing::warn!(
-            "only {} calibration images in {}: ranges from fewer than {FEW_IMAGES} images may not cover what the camera sees",
-            picked.len(),
-            source.display()
-        );
-    }
-    Ok(picked)
+    Ok((0..n).map(|i| all[i * all.len() / n].clone()).collect())
 }
 
 /// Calibrates, quantizes, and (with `--sensitivity`) keeps Convs float until the drop is met.
@@ -131,6 +124,7 @@ pub(super) fn export(
         &sites,
         &detector,
         &images,
+        args.settle.duration(),
         &session_options(args),
         |done, _| {
             bar.set_position(done as u64);
@@ -139,6 +133,13 @@ pub(super) fn export(
     );
     super::super::progress::end(&bar, calibration.is_ok());
     let calibration = calibration?;
+    if calibration.images < FEW_IMAGES {
+        tracing::warn!(
+            "only {} calibration images in {}: ranges from fewer than {FEW_IMAGES} images may not cover what the camera sees",
+            calibration.images,
+            args.calib.as_deref().unwrap_or(Path::new("--calib")).display()
+        );
+    }
     let method = args.method();
     // The image's range is known by construction (pixels / 255): clipping it, as a percentile or
     // the entropy search would (the brightest ~10 % of pixel values on the demo data), only loses.
@@ -157,13 +158,14 @@ pub(super) fn export(
     let mut steps = Vec::new();
     if args.sensitivity {
         let val = val.context("--sensitivity needs --data")?;
-        keep = sensitivity(model, &sites, &amax, &images, (args, val, stop), &mut steps)?;
+        keep = sensitivity(model, &sites, &amax, &calibration.used, (args, val, stop), &mut steps)?;
     }
     let (bytes, report) = quant::to_int8(model, &sites, &amax, &Int8Options { keep_float: keep.clone() })?;
     let cache = cache_text(&sites, &amax, &keep, args);
     let summary = Int8Summary {
         method: method.name(),
         calibration_images: calibration.images,
+        skipped_images: calibration.skipped.iter().map(ToString::to_string).collect(),
         quantized_convs: report.quantized,
         float_convs: report.kept_float,
         skipped_convs: report.skipped,
@@ -232,8 +234,9 @@ fn sensitivity(
     }
     // Inputs and fp32 outputs of a few calibration images.
     let mut inputs = Vec::new();
+    // Images calibration used, through the same filter (one changed since is an error, not a skip).
     for path in images.iter().take(SENSITIVITY_IMAGES) {
-        let image = headroom_core::imageio::read_rgb(path)?;
+        let image = headroom_core::imageio::usable_image(path, args.settle.duration())?.image;
         let geometry = fp32.input_geometry(
             headroom_core::preprocess::Preprocess::Predict,
             image.width(),

@@ -74,6 +74,9 @@ pub struct Args {
     /// Seed of the split's hash [default: the dataset's recorded seed, else 0].
     #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, value_name = "N")]
     pub seed: Option<u64>,
+    /// Which images are too new to read yet.
+    #[command(flatten)]
+    pub settle: super::settle_arg::SettleArgs,
     /// Print the manifest as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -149,7 +152,12 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
         force: args.force,
         val_fraction: args.val_fraction,
         seed: args.seed,
-        pipeline: PipelineSettings { workers, batch: args.batch, queue: 4 * args.batch.max(4) },
+        pipeline: PipelineSettings {
+            workers,
+            batch: args.batch,
+            queue: 4 * args.batch.max(4),
+            settle: args.settle.duration(),
+        },
         cancel: Some(interrupt.flag()),
     };
     let bar = super::progress::bar(0, "label");

@@ -16,6 +16,7 @@ mod plan;
 mod preset;
 pub mod progress;
 mod provider_args;
+mod settle_arg;
 mod synth;
 mod train;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]

@@ -287,11 +287,18 @@ fn default_batch_within_the_export(
     Ok(())
 }
 
-/// Images in the train split of `data` (`--nbs auto` counts them).
+/// Usable images in the train split of `data` (`--nbs auto` counts them), checked as training
+/// loads them but not logged: training's own load warns once of each image it skips.
 fn train_images(data: &Path) -> anyhow::Result<usize> {
-    use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
+    use anyhow::Context as _;
+    use headroom_core::dataset::{DataConfig, LoadOptions, Split, layout, load_images};
     let config = DataConfig::load(data)?;
-    Ok(load_split(&config, Split::Train, LoadOptions::default())?.images.len())
+    let split = Split::Train;
+    let sources = config
+        .split_sources(split)
+        .with_context(|| format!("{}: key `{}:` is absent or empty", config.file.display(), split.key()))?;
+    let listed = layout::list_images(&config.file, split.key(), sources)?;
+    Ok(load_images(&listed, config.nc(), LoadOptions::default())?.0.len())
 }
 
 /// The input size: the export's; `--imgsz` for a dynamic export, rounded up to the largest stride.

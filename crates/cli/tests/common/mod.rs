@@ -69,6 +69,25 @@ pub fn synth_field(dir: &std::path::Path, train: usize, val: usize) -> PathBuf {
     out.join("data.yaml")
 }
 
+/// Dates every file under `folder` a minute back, so that a step with a settle time (`field run`
+/// passes `--settle 2` to label and export) does not leave images a test just wrote for later.
+#[allow(dead_code)]
+pub fn settle_images(folder: &std::path::Path) {
+    let minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let mut stack = vec![folder.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.is_file() {
+                let file = std::fs::File::options().write(true).open(&path).expect("open");
+                file.set_modified(minute_ago).expect("set modification time");
+            }
+        }
+    }
+}
+
 /// `metrics.csv` rows of a run (header skipped), split into columns.
 #[allow(dead_code)]
 pub fn metrics_rows(dir: &std::path::Path) -> Vec<Vec<String>> {
@@ -185,6 +204,7 @@ pub mod field {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().to_path_buf();
         synth(&root.join("new"), "field", 11, 20, 1);
+        super::settle_images(&root.join("new/images"));
         let holdout = synth(&root.join("holdout"), "field", 12, 1, 12);
         let old = synth(&root.join("old"), "base", 13, 8, 8);
         std::fs::create_dir_all(root.join("app")).expect("mkdir");

@@ -1,6 +1,7 @@
 //! Loading a split: every image checked, its labels read, every problem collected.
 //!
-//! Policy, after Ultralytics' `verify_image_label`: an image that is corrupt, or whose label file has
+//! Policy, after Ultralytics' `verify_image_label`: an image that [`crate::imageio::usable_image`]
+//! refuses (the filter `label` and `export --calib` apply too), or whose label file has
 //! a bad line, is skipped; a missing label file means an image without boxes; duplicate label rows are
 //! removed. headroom collects every problem into a [`LoadReport`] and logs one warning listing them;
 //! with [`LoadOptions::strict`] the first problem that would skip an image is returned as the error
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::config::{DataConfig, Split};
 use super::labels::{YoloLabel, parse_label_rows, remove_duplicate_rows};
 use super::layout::{label_path_for, list_images, orphan_labels};
-use super::verify::verify_image;
+use crate::imageio::usable_image;
 use crate::{Error, Result};
 
 /// How [`load_split`] treats problems.
@@ -180,11 +181,16 @@ struct Outcome {
 
 fn load_one(image: &Path, nc: usize) -> Outcome {
     let mut warnings = Vec::new();
-    let info = match verify_image(image) {
-        Ok(info) => info,
+    // The filter every step shares, without a settle time: the images of a dataset were finished by
+    // whatever wrote them (`label` links only images it read whole). Decoding them here costs one
+    // decode per image per load; it keeps an image that would fail later out of the run.
+    let usable = match usable_image(image, std::time::Duration::ZERO) {
+        Ok(usable) => usable,
         Err(error) => return Outcome { record: Err(error), label_file: LabelFile::Unknown, warnings },
     };
-    warnings.extend(info.warning);
+    warnings.extend(usable.warning);
+    let (width, height) = usable.image.dimensions();
+    drop(usable.image);
     let label = label_path_for(image);
     let text = match std::fs::read_to_string(&label) {
         Ok(text) => Some(text),
@@ -204,8 +210,7 @@ fn load_one(image: &Path, nc: usize) -> Outcome {
             Err(error) => return Outcome { record: Err(error), label_file: LabelFile::Found, warnings },
         },
     };
-    let record =
-        ImageRecord { image: image.to_path_buf(), label, width: info.width, height: info.height, labels };
+    let record = ImageRecord { image: image.to_path_buf(), label, width, height, labels };
     Outcome { record: Ok(record), label_file, warnings }
 }
 

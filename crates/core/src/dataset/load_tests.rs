@@ -153,3 +153,25 @@ fn image_lists_with_relative_paths() {
     let skipped = val.report.skipped[0].to_string();
     assert!(skipped.starts_with(&d.join("ds/images/missing.png").display().to_string()), "{skipped}");
 }
+
+#[test]
+fn regression_an_image_whose_pixels_do_not_decode_is_skipped_at_load_not_in_the_run() {
+    // A BMP cut in half keeps a whole header, so the byte checks alone passed it; `train` and `eval`
+    // then stopped on it when they read its pixels. `label` refused it: every step now does.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = std::path::absolute(dir.path()).expect("absolute");
+    write_image(&d.join("images/train/good.png"), 32, 24);
+    write_image(&d.join("images/train/cut.bmp"), 40, 40);
+    let bmp = std::fs::read(d.join("images/train/cut.bmp")).expect("read");
+    std::fs::write(d.join("images/train/cut.bmp"), &bmp[..bmp.len() / 2]).expect("truncate");
+    std::fs::write(d.join("images/train/empty.jpg"), b"").expect("write");
+    let yaml = d.join("data.yaml");
+    std::fs::write(&yaml, "path: .\ntrain: images/train\nval: images/train\nnames: [a]\n").expect("write");
+    let config = DataConfig::load(&yaml).expect("config");
+    let split = load_split(&config, Split::Train, LoadOptions::default()).expect("loaded");
+    assert_eq!(split.images.len(), 1, "only good.png");
+    let skipped: Vec<String> = split.report.skipped.iter().map(ToString::to_string).collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert!(skipped.iter().any(|e| e.contains("cut.bmp: cannot decode image")), "{skipped:?}");
+    assert!(skipped.iter().any(|e| e.contains("empty.jpg: empty file (0 bytes)")), "{skipped:?}");
+}

@@ -1,18 +1,21 @@
-//! Image checks before training, after Ultralytics' `check_image`: the header must decode, the image
-//! must be at least 10×10, a PNG's chunks must be whole with matching CRCs (what Pillow's `verify`
-//! checks), and a JPEG must reach its end marker `FF D9`. Ultralytics calls a JPEG that does not end
-//! with `FF D9` corrupt and decodes it again with Pillow: a truncated one fails (skipped), one with
-//! data after the marker decodes (rewritten, kept). headroom walks the JPEG markers to tell the two
-//! apart, skips the first and keeps the second with a warning.
+//! The content checks of an image's bytes, after Ultralytics' `check_image`: the header must
+//! decode, the image must be at least 10×10, a PNG's chunks must be whole with matching CRCs (what
+//! Pillow's `verify` checks), and a JPEG must reach its end marker `FF D9`. Ultralytics calls a JPEG
+//! that does not end with `FF D9` corrupt and decodes it again with Pillow: a truncated one fails
+//! (skipped), one with data after the marker decodes (rewritten, kept). headroom walks the JPEG
+//! markers to tell the two apart, skips the first and keeps the second with a warning.
+//!
+//! Every step reads images through [`crate::imageio::usable_image`], which applies these checks and
+//! then decodes the pixels; they are not a filter of their own.
 
 use std::path::Path;
 
 use image::ImageFormat;
 
-use crate::imageio::{decode_rgb, read_header};
+use crate::imageio::read_header;
 use crate::{Error, ImageProblem, Result};
 
-/// What [`verify_image`] learned about a usable image.
+/// What [`verify_bytes`] learned about an image that passed.
 #[derive(Debug)]
 pub struct ImageInfo {
     /// Width in pixels as the image is displayed (EXIF orientation applied, as OpenCV reads it).
@@ -23,17 +26,10 @@ pub struct ImageInfo {
     pub warning: Option<Error>,
 }
 
-/// Checks an image file and returns its size. An error means the image must be skipped: unreadable,
-/// not an image, a header that does not decode, smaller than 10 pixels or larger than
-/// [`crate::imageio::MAX_PIXELS`], a broken PNG, or a JPEG that is truncated so that it does not
-/// decode, or not a regular file (a FIFO, a socket, a device: refused unread). Every error names
-/// `path`.
-pub fn verify_image(path: &Path) -> Result<ImageInfo> {
-    let bytes = crate::fsio::read_regular(path)?;
-    verify_bytes(path, &bytes)
-}
-
-/// [`verify_image`] on the bytes of `path`, already read.
+/// Checks the bytes of the image file `path` without decoding its pixels. An error means the image
+/// must be skipped: not an image, a header that does not decode, smaller than 10 pixels or larger
+/// than [`crate::imageio::MAX_PIXELS`], a broken PNG, or a truncated JPEG. Every error names `path`.
+/// Pixels that do not decode pass here: [`crate::imageio::usable_image`] decodes them.
 pub fn verify_bytes(path: &Path, bytes: &[u8]) -> Result<ImageInfo> {
     let corrupt = |problem| Error::CorruptImage { path: path.to_path_buf(), problem };
     let header = read_header(path, bytes)?;
@@ -48,7 +44,6 @@ pub fn verify_bytes(path: &Path, bytes: &[u8]) -> Result<ImageInfo> {
             if !jpeg_reaches_end_marker(bytes) {
                 return Err(corrupt(ImageProblem::JpegTruncated));
             }
-            decode_rgb(path, bytes)?;
             warning = Some(corrupt(ImageProblem::JpegTrailingData));
         }
         _ => {}
@@ -138,6 +133,11 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
 pub(crate) mod tests {
     use super::*;
 
+    /// The one filter, with no settle time, as the dataset loader applies it.
+    fn verify_image(path: &Path) -> Result<crate::imageio::UsableImage> {
+        crate::imageio::usable_image(path, std::time::Duration::ZERO)
+    }
+
     /// Writes a real `width`×`height` image in the format of `path`'s extension.
     pub(crate) fn write_image(path: &Path, width: u32, height: u32) {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -158,7 +158,7 @@ pub(crate) mod tests {
             let path = dir.path().join(name);
             write_image(&path, 40, 24);
             let info = verify_image(&path).expect("valid");
-            assert_eq!((info.width, info.height), (40, 24), "{name}");
+            assert_eq!(info.image.dimensions(), (40, 24), "{name}");
             assert!(info.warning.is_none(), "{name}");
         }
     }

@@ -5,8 +5,12 @@
 //! whose lossless decoders give the same bytes as OpenCV's. Every image's declared size is checked
 //! against [`MAX_PIXELS`] before any pixel is decoded, so a header claiming 100000×100000 pixels is
 //! refused instead of aborting the process on a 30 GB allocation.
+//!
+//! Steps that read images they did not just write (`label`, `export --calib`, dataset loading) go
+//! through [`usable_image`], the one filter that says whether an image file can be used.
 
 pub mod jpeg;
+mod usable;
 
 use std::io::Cursor;
 use std::path::Path;
@@ -15,6 +19,8 @@ use image::metadata::Orientation;
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
 
 use crate::{Error, ImageProblem, Result};
+
+pub use usable::{SETTLE_TIME, UsableImage, usable_image};
 
 /// The most pixels an image may have: Pillow's `DecompressionBombError` threshold (twice its
 /// `MAX_IMAGE_PIXELS` of 89,478,485), so headroom refuses what Ultralytics' checks refuse. About

@@ -31,6 +31,9 @@ pub struct PipelineSettings {
     pub batch: usize,
     /// Capacity of each queue, in items.
     pub queue: usize,
+    /// Images modified less than this long ago are skipped, left for a later run (zero: none is);
+    /// see [`headroom_core::imageio::usable_image`].
+    pub settle: std::time::Duration,
 }
 
 /// One letterboxed image, or why it could not be read.
@@ -113,7 +116,10 @@ where
         for _ in 0..settings.workers.max(1) {
             let tx = prepared_tx.clone();
             let next = &next;
-            workers.push(scope.spawn(move || prepare_worker(all, jobs, next, &letterbox, cancel, &tx)));
+            let settle = settings.settle;
+            workers.push(
+                scope.spawn(move || prepare_worker(all, jobs, next, (&letterbox, settle), cancel, &tx)),
+            );
         }
         drop(prepared_tx);
         let writer = scope.spawn(move || write_all(inferred_rx, write));
@@ -160,13 +166,13 @@ fn prepare_worker(
     all: &[Job],
     jobs: &[usize],
     next: &AtomicUsize,
-    letterbox: &LetterboxOptions,
+    (letterbox, settle): (&LetterboxOptions, std::time::Duration),
     cancel: &AtomicBool,
     tx: &SyncSender<Prepared>,
 ) {
     while !cancel.load(Ordering::Relaxed) {
         let Some(&job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
-        let item = match read_checked(&all[job].source) {
+        let item = match read_checked(&all[job].source, settle) {
             Ok(image) => {
                 let geometry = Letterbox::new(image.width(), image.height(), letterbox);
                 Prepared::Ready { job, tensor: to_chw(&geometry.apply(&image)), geometry }
@@ -184,16 +190,18 @@ fn prepare_worker(
     }
 }
 
-/// Reads an image after the checks `eval` and Ultralytics apply to a dataset image (it decodes, is at
-/// least 10 pixels a side, a PNG is whole, a JPEG is not truncated): a half-grey truncated JPEG is
-/// skipped, not labelled. A JPEG with data after its end marker is labelled, with a warning.
-fn read_checked(path: &std::path::Path) -> headroom_core::Result<image::RgbImage> {
-    let bytes = headroom_core::fsio::read_regular(path)?;
-    let info = headroom_core::dataset::verify::verify_bytes(path, &bytes)?;
-    if let Some(warning) = info.warning {
+/// Reads an image through the filter every step shares ([`headroom_core::imageio::usable_image`]):
+/// a half-grey truncated JPEG, an empty file or one still being written is skipped, not labelled. A
+/// JPEG with data after its end marker is labelled, with a warning.
+fn read_checked(
+    path: &std::path::Path,
+    settle: std::time::Duration,
+) -> headroom_core::Result<image::RgbImage> {
+    let usable = headroom_core::imageio::usable_image(path, settle)?;
+    if let Some(warning) = usable.warning {
         tracing::warn!("{warning}");
     }
-    headroom_core::imageio::decode_rgb(path, &bytes)
+    Ok(usable.image)
 }
 
 /// Collects up to `max` ready images, blocking until the batch is full or the queue is closed;

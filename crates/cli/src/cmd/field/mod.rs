@@ -93,7 +93,10 @@ pub struct GateArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// The folder of new images (searched recursively; only images not labelled before, by
-    /// content, are labelled; a name with a line break is skipped with a warning).
+    /// content, are labelled; a name with a line break is skipped with a warning). An image that
+    /// cannot be used (empty, truncated, under 10 pixels a side, not decodable, modified in the last
+    /// 2 s) is skipped by every step, with a warning naming it; one still being written is taken
+    /// by a later run.
     #[arg(long, value_name = "DIR")]
     pub images: PathBuf,
     /// The teacher that labels them (an ONNX detector with the deployed model's classes).
@@ -553,6 +556,9 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     let threads = args.threads.to_string();
     let runs_on = ["--device".to_string(), args.device.to_string()];
     let board = ["--board".to_string(), device.name.clone(), "--devices".into(), path(&device_file)];
+    // The camera may be writing into --images while the run reads it: label and export's
+    // calibration leave a frame modified moments ago for the next run, by the same rule.
+    let settle = ["--settle".to_string(), headroom_core::imageio::SETTLE_TIME.as_secs().to_string()];
     let ep: Vec<String> = match &args.ep {
         None => Vec::new(),
         Some(list) => {
@@ -575,6 +581,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                     "--max-images".into(),
                     max_images.to_string(),
                 ]);
+                a.extend(settle.iter().cloned());
                 a.extend(runs_on.iter().cloned());
                 a.extend(ep.iter().cloned());
                 if force {
@@ -654,6 +661,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
             Box::new(|ctx: &mut Ctx| {
                 let mut a = vec!["export".into(), "--model".into(), path(&ctx.run.join("train/best.onnx"))];
                 a.extend(["--fp16".into(), "--int8".into(), "--calib".into(), path(&inputs.images)]);
+                a.extend(settle.iter().cloned());
                 a.extend(["--out".into(), path(&ctx.run.join("export")), "--force".into(), "--json".into()]);
                 a.extend(["--threads".into(), threads.clone()]);
                 a.extend(runs_on.iter().cloned());

@@ -52,8 +52,18 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> anyhow::Result<bo
     let mut invalidated = 0usize;
     for job in &jobs {
         let key = job.source.strip_prefix(images).unwrap_or(&job.source).display().to_string();
-        let bytes =
-            std::fs::read(&job.source).with_context(|| format!("reading {}", job.source.display()))?;
+        // An image that cannot be read (removed since the listing, unreadable) keeps what the index
+        // held: label skips it with the warning that names it, and a later run compares it again.
+        let bytes = match headroom_core::fsio::read_regular(&job.source) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::debug!("not indexed: {e}");
+                if let Some(was) = recorded.get(&key) {
+                    now.insert(key, was.clone());
+                }
+                continue;
+            }
+        };
         let sha = sha256_hex(&bytes);
         if recorded.get(&key).is_some_and(|was| *was != sha) {
             let ours = match job_state(job, false) {
