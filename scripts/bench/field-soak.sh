@@ -80,26 +80,20 @@ for night in $(seq 1 "$nights"); do
   kill_at="-" codes=""
   if (( RANDOM % 3 == 0 )); then
     kill_at=${points[$((RANDOM % ${#points[@]}))]}
-    set +e
-    HEADROOM_FIELD_KILL_AT=$kill_at "$bin" -q "${args[@]}" > "$work/night-$night.kill.log" 2>&1
-    code=$?
-    set -e
+    code=0
+    HEADROOM_FIELD_KILL_AT=$kill_at "$bin" -q "${args[@]}" > "$work/night-$night.kill.log" 2>&1 || code=$?
     codes="$code "
     kills=$((kills + 1))
     # Whatever the moment, the deployed file is a whole detector.
     "$bin" inspect "$work/app/model.onnx" > /dev/null || { echo "night $night: the deployed model is not whole after a kill at $kill_at" >&2; exit 1; }
   fi
-  set +e
-  "$bin" -q "${args[@]}" > "$work/night-$night.log" 2>&1
-  code=$?
-  set -e
+  code=0
+  "$bin" -q "${args[@]}" > "$work/night-$night.log" 2>&1 || code=$?
   if [ "$code" != 0 ]; then
     # One rerun (a step's failure is retried by the next start: here, the same night).
     reruns=$((reruns + 1))
-    set +e
-    "$bin" -q "${args[@]}" >> "$work/night-$night.log" 2>&1
-    code2=$?
-    set -e
+    code2=0
+    "$bin" -q "${args[@]}" >> "$work/night-$night.log" 2>&1 || code2=$?
     codes="$codes$code ($code2)"
     [ "$code2" = 0 ] || { echo "night $night: field run failed twice (exit $code, $code2); log: $work/night-$night.log" >&2; tail -5 "$work/night-$night.log" >&2; exit 1; }
   else
@@ -107,11 +101,12 @@ for night in $(seq 1 "$nights"); do
   fi
   "$bin" inspect "$work/app/model.onnx" > /dev/null || { echo "night $night: the deployed model is not whole" >&2; exit 1; }
   sha=$(sha256sum "$work/app/model.onnx" | cut -c1-12)
-  grep -q '"decision": "deployed"' "$state/run/summary.json" && deploys=$((deploys + 1))
+  if grep -q '"decision": "deployed"' "$state/run/summary.json"; then deploys=$((deploys + 1)); fi
   labelled=$(find "$state/labelled/images" -mindepth 1 \( -type l -o -type f \) | wc -l)
-  history=$(find "$state/history" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l)
+  history=0
+  if [ -d "$state/history" ]; then history=$(find "$state/history" -mindepth 1 -maxdepth 1 -type d | wc -l); fi
   bytes=$(du -sb "$state" | cut -f1)
-  (( bytes > max_bytes )) && max_bytes=$bytes
+  if (( bytes > max_bytes )); then max_bytes=$bytes; fi
   (( labelled <= max_images )) || { echo "night $night: $labelled labelled images, more than --max-images $max_images" >&2; exit 1; }
   (( history <= keep_runs )) || { echo "night $night: $history runs in history, more than --keep-runs $keep_runs" >&2; exit 1; }
   seconds=$(( $(date +%s) - start ))

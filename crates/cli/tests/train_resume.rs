@@ -126,6 +126,18 @@ mod with_libraries {
             assert!(err.contains(key) && err.contains("config.toml"), "{key}: {err}");
             std::fs::write(&path, &config).expect("restore");
         }
+        // Another dataset written into config.toml by hand: refused, never mixed into the run.
+        let path = run_dir.join("config.toml");
+        let line = config.lines().find(|l| l.starts_with("data = ")).expect("data line").to_string();
+        let other = data.with_file_name("other.yaml");
+        std::fs::copy(&data, &other).expect("another data.yaml");
+        std::fs::write(&path, config.replace(&line, &format!("data = {:?}", s(&other)))).expect("write");
+        let out = headroom(&["train", "--resume", s(&run_dir), "--epochs", "3"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("data is {:?} but the run started with", s(&other))), "{err}");
+        assert_eq!(metrics_rows(&run_dir).len(), 2, "no epoch trained on it");
+        std::fs::write(&path, &config).expect("restore");
         // A memory cap that does not parse is refused before any folder exists.
         let mut garbage = base_args(&data, &project, "garbage");
         garbage.extend(["--memory-cap".into(), "garbage".into()]);

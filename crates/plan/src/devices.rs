@@ -79,14 +79,16 @@ pub fn parse_devices(path: &Path, text: &str) -> Result<Vec<DevicePreset>, Error
                 d.name
             )));
         }
+        // Finite and at most 16 TiB: `inf` or `1e300` would plan every configuration as fitting.
         if !(d.memory_gib > 0.0
+            && d.memory_gib <= 16_384.0
             && d.reserve_gib >= 0.0
             && d.reserve_gib < d.memory_gib
             && d.runtime_mib >= 0.0
             && d.runtime_mib < d.memory_gib * 1024.0)
         {
             return Err(invalid(format!(
-                "device `{}`: need memory_gib > 0, 0 <= reserve_gib < memory_gib and 0 <= runtime_mib < memory",
+                "device `{}`: need 0 < memory_gib <= 16384, 0 <= reserve_gib < memory_gib and 0 <= runtime_mib < memory",
                 d.name
             )));
         }
@@ -305,6 +307,13 @@ mod tests {
         let auto =
             "[[device]]\nname='auto'\ndescription='b'\nmemory_gib=4.0\nreserve_gib=1.0\nruntime_mib=100.0\n";
         assert!(parse_devices(p, auto).expect_err("reserved name").to_string().contains("`auto`"));
+        for memory in ["inf", "nan", "1e300"] {
+            let text = format!(
+                "[[device]]\nname='a'\ndescription='b'\nmemory_gib={memory}\nreserve_gib=1.0\nruntime_mib=100.0\n"
+            );
+            let err = parse_devices(p, &text).expect_err(memory).to_string();
+            assert!(err.contains("memory_gib <= 16384"), "{memory}: {err}");
+        }
     }
 
     fn gib(g: f64) -> Option<u64> {

@@ -34,6 +34,10 @@ pub const LABELS_MOSAIC_FILE: &str = "val_batch0_labels.jpg";
 pub const VAL_PLOT_FILES: [&str; 5] =
     [PR_CURVE_FILE, CONFUSION_FILE, CONFUSION_NORMALIZED_FILE, PREDICTIONS_MOSAIC_FILE, LABELS_MOSAIC_FILE];
 
+/// The inputs a run started with (model, data, replay, teacher), written once: a resumed run whose
+/// `config.toml` names others (a hand edit) is refused instead of mixing datasets.
+pub const STARTED_WITH_FILE: &str = "ckpt/started-with.json";
+
 /// The files of a run folder whose atomic-write temporaries a run sweeps on start.
 pub const RUN_FILES: [&str; 16] = [
     "renorm.onnx",
@@ -55,7 +59,7 @@ pub const RUN_FILES: [&str; 16] = [
 ];
 
 /// The files of the run's `ckpt/`.
-pub const CHECKPOINT_FILES: [&str; 2] = ["last.pt", "start.pt"];
+pub const CHECKPOINT_FILES: [&str; 3] = ["last.pt", "start.pt", "started-with.json"];
 
 /// The folder of a new run: `project/name`, refused when it exists; or the first free
 /// `project/train`, `project/train2`, ...

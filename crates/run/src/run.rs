@@ -160,6 +160,48 @@ fn loss_for(inspection: &headroom_onnx::inspect::Inspection) -> LossConfig {
     }
 }
 
+/// The inputs that make a run what it is: a resumed run must train on the ones it started with.
+fn started_with(spec: &RunSpec) -> serde_json::Value {
+    serde_json::json!({
+        "model": spec.model,
+        "data": spec.data,
+        "replay": spec.replay,
+        "teacher": spec.teacher,
+    })
+}
+
+/// Writes [`folder::STARTED_WITH_FILE`] when the run folder has none (a new run, or one from before
+/// it existed); otherwise refuses a spec whose inputs differ from it (a hand-edited `config.toml`).
+fn check_started_with(dir: &Path, spec: &RunSpec) -> Result<()> {
+    let path = dir.join(folder::STARTED_WITH_FILE);
+    let now = started_with(spec);
+    let saved: Option<serde_json::Value> =
+        std::fs::read_to_string(&path).ok().and_then(|text| serde_json::from_str(&text).ok());
+    let Some(saved) = saved else {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| headroom_core::Error::io(parent, e))?;
+        }
+        let text = serde_json::to_string_pretty(&now).unwrap_or_default() + "\n";
+        headroom_core::fsio::write_atomic(&path, text.as_bytes())?;
+        return Ok(());
+    };
+    for key in ["model", "data", "replay", "teacher"] {
+        if saved[key] != now[key] {
+            return Err(Error::SavedSpec {
+                path: dir.join(SPEC_FILE),
+                reason: format!(
+                    "{key} is {} but the run started with {} ({}): config.toml was edited; a resumed run \
+                     keeps the inputs it started with: put it back, or start a new run",
+                    now[key],
+                    saved[key],
+                    path.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Creates (or locks) the run folder and writes the spec: the first thing a run puts on disk.
 fn open_folder(
     dir: &Path,
@@ -177,6 +219,7 @@ fn open_folder(
         // The run's results are rewritten at its end (an extended run has more epochs).
         let _ = std::fs::remove_file(dir.join(RESULTS_FILE));
     }
+    check_started_with(dir, spec)?;
     spec.save(dir)?;
     if !start.renorm.is_empty() {
         // The starting point of the training: what re-normalisation alone gives.
