@@ -194,6 +194,65 @@ mod with_libraries {
     }
 
     #[test]
+    fn bad_and_unfinished_frames_among_the_images_never_stop_the_night() {
+        let scene = scene();
+        let args = field_args(&scene, &scene.always);
+        let good = names(&scene.images).into_iter().find(|n| n.ends_with(".jpg")).expect("a JPEG");
+        let bytes = std::fs::read(scene.images.join(&good)).expect("read");
+        // A 0-byte frame, a truncated one, a 1x1 PNG: finished an hour ago. And a whole frame the
+        // camera is still writing (modified now): left for a later night.
+        std::fs::write(scene.images.join("writing.jpg"), b"").expect("write");
+        std::fs::write(scene.images.join("cut.jpg"), &bytes[..bytes.len() / 3]).expect("write");
+        let png = image::RgbImage::from_pixel(1, 1, image::Rgb([9, 9, 9]));
+        png.save(scene.images.join("tiny.png")).expect("png");
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for name in ["writing.jpg", "cut.jpg", "tiny.png"] {
+            let file = std::fs::File::options().write(true).open(scene.images.join(name)).expect("open");
+            file.set_modified(hour_ago).expect("mtime");
+        }
+        std::fs::write(scene.images.join("fresh.jpg"), &bytes).expect("write");
+        let out = run(&args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        for name in ["writing.jpg", "cut.jpg", "tiny.png", "fresh.jpg"] {
+            assert!(text(&out).contains(name), "{name} named: {}", text(&out));
+        }
+        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/train/best.onnx")), "deployed");
+        let export: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(work(&scene).join("run/export.json")).expect("export.json"),
+        )
+        .expect("export json");
+        assert!(export.to_string().contains("cut.jpg"), "the calibration skipped it: {export}");
+    }
+
+    #[test]
+    fn a_truncated_checkpoint_is_retried_then_set_aside_and_a_fresh_run_deploys() {
+        let scene = scene();
+        let args = field_args(&scene, &scene.always);
+        let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", "export")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        // The training's checkpoint cut short, its end undone (as a kill mid-epoch leaves it).
+        let run_dir = work(&scene).join("run");
+        let checkpoint = run_dir.join("train/ckpt/last.pt");
+        let bytes = std::fs::read(&checkpoint).expect("last.pt");
+        std::fs::write(&checkpoint, &bytes[..bytes.len() / 2]).expect("truncate");
+        std::fs::remove_file(run_dir.join("train/results.json")).expect("results.json");
+        let mut run_state = state(&run_dir);
+        run_state["done"] = serde_json::json!(["label", "plan"]);
+        std::fs::write(run_dir.join("state.json"), run_state.to_string()).expect("state");
+        let out = run(&args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("step train failed (start 1 of 2"), "{}", text(&out));
+        let out = run(&args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("the run is set aside in"), "{}", text(&out));
+        let out = run(&args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        let history = names(&work(&scene).join("history"));
+        assert!(history.len() == 1 && history[0].ends_with("-failed"), "{history:?}");
+        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/train/best.onnx")), "deployed");
+    }
+
+    #[test]
     fn two_models_in_one_folder_keep_separate_runs_and_an_old_state_folder_moves_to_its_model() {
         let scene = scene();
         let b = scene.root.join("app/b.onnx");
