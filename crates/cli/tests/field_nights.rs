@@ -197,8 +197,11 @@ mod with_libraries {
     fn bad_and_unfinished_frames_among_the_images_never_stop_the_night() {
         let scene = scene();
         let args = field_args(&scene, &scene.always);
-        let good = names(&scene.images).into_iter().find(|n| n.ends_with(".jpg")).expect("a JPEG");
-        let bytes = std::fs::read(scene.images.join(&good)).expect("read");
+        // A camera's JPEG: one of the scene's images, encoded as one.
+        let first = names(&scene.images).into_iter().next().expect("an image");
+        let jpeg = scene.root.join("frame.jpg");
+        image::open(scene.images.join(first)).expect("decode").to_rgb8().save(&jpeg).expect("encode");
+        let bytes = std::fs::read(&jpeg).expect("read");
         // A 0-byte frame, a truncated one, a 1x1 PNG: finished an hour ago. And a whole frame the
         // camera is still writing (modified now): left for a later night.
         std::fs::write(scene.images.join("writing.jpg"), b"").expect("write");
