@@ -62,8 +62,8 @@ for night in $(seq 1 "$nights"); do
   bad="-"
   if (( RANDOM % 3 == 0 )); then
     : > "$work/camera/night-$night/writing.jpg"
-    first=$(ls "$work/camera/night-$night"/*.jpg | head -1)
-    head -c 900 "$first" > "$work/camera/night-$night/cut.jpg"
+    # A camera's JPEG cut short (a fixture photo, 4,000 of its 10,641 bytes).
+    head -c 4000 "$root/tests/fixtures/jpeg/photo_444.jpg" > "$work/camera/night-$night/cut.jpg"
     python3 -c "import base64,sys; open(sys.argv[1],'wb').write(base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='))" "$work/camera/night-$night/tiny.png"
     touch -d '-1 minute' "$work/camera/night-$night"/writing.jpg "$work/camera/night-$night"/cut.jpg "$work/camera/night-$night"/tiny.png
     bad_files=$((bad_files + 3)) bad=3
