@@ -64,6 +64,11 @@ fn prune_dir(root: &Path, dir: &Path, keep_export: bool) -> anyhow::Result<()> {
             if keep_export && relative == Path::new("export") {
                 continue;
             }
+            if path.file_name().is_some_and(|n| n == "ckpt") {
+                // Checkpoints resume a run; a finished or set-aside one is never resumed.
+                std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+                continue;
+            }
             prune_dir(root, &path, keep_export)?;
             // A folder left empty goes too.
             if std::fs::read_dir(&path).is_ok_and(|mut e| e.next().is_none()) {
@@ -140,6 +145,7 @@ mod tests {
             touch(&run.join("train/best.onnx"), 100);
             touch(&run.join("train/last.onnx"), 100);
             touch(&run.join("train/ckpt/last.pt"), 100);
+            touch(&run.join("train/ckpt/started-with.json"), 10);
             touch(&run.join("train/metrics.csv"), 10);
             touch(&run.join("export/best.int8.onnx"), 100);
         }
