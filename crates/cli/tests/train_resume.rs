@@ -200,10 +200,11 @@ mod with_libraries {
     fn a_full_disk_at_a_checkpoint_write_is_an_error_naming_the_file_and_loses_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = synth(dir.path());
-        // The demo model's head checkpoint: ~6 MB at the start (weights, averages), ~12 MB with AdamW's moments.
-        // 4 MiB: the first checkpoint (ckpt/start.pt, ~6 MB) does not fit; 8 MiB: it does, the first
-        // mid-epoch ckpt/last.pt does not.
-        for (size, file) in [("4m", "start.pt"), ("8m", "last.pt")] {
+        // The demo model's head checkpoint: ~6 MB at the start (weights, averages), ~12 MB with AdamW's moments;
+        // the model itself 12 MB. 4 MiB: the first checkpoint (ckpt/start.pt, ~6 MB) does not fit;
+        // 8 MiB: it does, the starting model written as best.onnx (epoch 0) does not; 20 MiB: both
+        // do, the first mid-epoch ckpt/last.pt does not.
+        for (size, file) in [("4m", "start.pt"), ("8m", "best.onnx"), ("20m", "last.pt")] {
             if !full_disk_case(&data, dir.path(), size, file) {
                 eprintln!("skipped: mounting a tmpfs needs root (the full-disk case is untested here)");
                 return;

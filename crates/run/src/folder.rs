@@ -38,8 +38,13 @@ pub const VAL_PLOT_FILES: [&str; 5] =
 /// `config.toml` names others (a hand edit) is refused instead of mixing datasets.
 pub const STARTED_WITH_FILE: &str = "ckpt/started-with.json";
 
+/// The starting model's validation ("epoch 0"): `best.onnx` is the starting model until an epoch
+/// beats its fitness, so a run never hands back a worse model than it was given.
+pub const START_FILE: &str = "start.json";
+
 /// The files of a run folder whose atomic-write temporaries a run sweeps on start.
-pub const RUN_FILES: [&str; 16] = [
+pub const RUN_FILES: [&str; 17] = [
+    START_FILE,
     "renorm.onnx",
     "config.toml",
     "metrics.csv",
@@ -136,11 +141,18 @@ fn write_results_csv(dir: &Path, metrics: &str) -> Result<()> {
 
 /// The best fitness recorded in `metrics.csv` (for a resumed run).
 pub fn read_best(dir: &Path) -> Option<f64> {
-    let text = std::fs::read_to_string(dir.join(METRICS_FILE)).ok()?;
+    let text = std::fs::read_to_string(dir.join(METRICS_FILE)).unwrap_or_default();
     text.lines()
         .skip(1)
         .filter_map(|l| l.split(',').nth(FITNESS_COLUMN)?.parse::<f64>().ok())
+        .chain(read_start_fitness(dir))
         .reduce(f64::max)
+}
+
+/// The starting model's fitness ([`START_FILE`]), when the run validated it.
+pub fn read_start_fitness(dir: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join(START_FILE)).ok()?;
+    serde_json::from_str::<serde_json::Value>(&text).ok()?["fitness"].as_f64()
 }
 
 /// What `metrics.csv` says of the epochs done: the best one (1-based, the first of equal
@@ -159,7 +171,11 @@ pub struct EpochHistory {
 pub fn epoch_history(dir: &Path) -> EpochHistory {
     let Ok(text) = std::fs::read_to_string(dir.join(METRICS_FILE)) else { return EpochHistory::default() };
     let mut history = EpochHistory::default();
-    let mut best: Option<f64> = None;
+    // The starting model is epoch 0: an epoch must beat it to become the best.
+    let mut best: Option<f64> = read_start_fitness(dir);
+    if best.is_some() {
+        history.best_epoch = Some(0);
+    }
     for line in text.lines().skip(1) {
         let cells: Vec<&str> = line.split(',').collect();
         let (Some(epoch), Some(seconds), Some(fitness)) = (

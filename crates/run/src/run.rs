@@ -407,6 +407,7 @@ fn execute(
         "stopped_early": ended.stopped_early,
         "best_epoch": ended.best_epoch,
         "best_fitness": best,
+        "start_fitness": folder::read_start_fitness(dir),
         "best_val": best_val,
         "best": dir.join("best.onnx"),
         "last": dir.join("last.onnx"),
@@ -449,6 +450,14 @@ fn train_epochs(
     observer: &mut dyn Observer,
 ) -> Result<Option<(Option<f64>, Ended)>> {
     let stop_requested = || options.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
+    let progress = trainer.progress();
+    if progress.epochs_done == 0 && progress.pass == 0 && !outputs.dir.join(folder::START_FILE).exists() {
+        if spec.remap.is_some() {
+            tracing::info!("--remap: the starting model has other classes, so best.onnx is the best epoch");
+        } else {
+            validate_start(outputs, trainer, inputs)?;
+        }
+    }
     let mut best = folder::read_best(outputs.dir);
     // What earlier sessions of the run did, from metrics.csv: the best epoch and the time trained.
     let history = folder::epoch_history(outputs.dir);
@@ -511,6 +520,41 @@ fn train_epochs(
         }
     }
     Ok(Some((best, ended)))
+}
+
+/// "Epoch 0": the starting weights written as `best.onnx` and validated on the val split as every
+/// epoch is ([`folder::START_FILE`]), so that `best.onnx` stays the starting model until an epoch
+/// beats it (a short run never hands back a worse model than it was given). A starting model that
+/// cannot be validated (another class list, `--remap`) leaves the choice to the epochs, with a warning.
+fn validate_start(out: &EpochOutputs<'_>, trainer: &Trainer<'_>, inputs: &Inputs) -> Result<()> {
+    let meta = vec![
+        (headroom_onnx::patch::KEY_BASE_SHA256.to_string(), out.base_sha.to_string()),
+        (headroom_onnx::patch::KEY_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        (
+            headroom_onnx::patch::KEY_FINETUNED.to_string(),
+            format!("{}, epoch 0 (the starting model)", out.part),
+        ),
+    ];
+    let written = headroom_onnx::patch::write_weights(out.bytes, out.model, &trainer.ema_weights()?, &meta)?;
+    let best = out.dir.join("best.onnx");
+    headroom_core::fsio::write_atomic(&best, &written)?;
+    match evaluate(&best, &inputs.data.names, &inputs.val, out.threads) {
+        Ok(metrics) => {
+            let record = serde_json::json!({ "epoch": 0, "fitness": metrics.fitness, "metrics": metrics });
+            let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
+            headroom_core::fsio::write_atomic(&out.dir.join(folder::START_FILE), text.as_bytes())?;
+            tracing::info!(
+                "the starting model on the val split: mAP50 {:.3} mAP50-95 {:.3} (epoch 0; best.onnx until an epoch beats it)",
+                metrics.map50,
+                metrics.map50_95
+            );
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&best);
+            tracing::warn!("validating the starting model: {e}; best.onnx will be the best epoch");
+        }
+    }
+    Ok(())
 }
 
 /// Why the run should stop before training epoch `next` (0-based), if it should: `patience`

@@ -495,6 +495,9 @@ fn best_table(results: &serde_json::Value) -> anyhow::Result<String> {
 fn finished_line(results: &serde_json::Value) -> String {
     let run = results["run"].as_str().unwrap_or("the run folder");
     let best = match (results["best_epoch"].as_u64(), results["best_fitness"].as_f64()) {
+        (Some(0), Some(fitness)) => {
+            format!("; best.onnx is the starting model (epoch 0, fitness {fitness:.4}): no epoch beat it")
+        }
         (Some(epoch), Some(fitness)) => format!("; best.onnx is epoch {epoch} (fitness {fitness:.4})"),
         _ => String::new(),
     };
