@@ -213,8 +213,24 @@ mod with_libraries {
             let file = std::fs::File::options().write(true).open(scene.images.join(name)).expect("open");
             file.set_modified(hour_ago).expect("mtime");
         }
-        std::fs::write(scene.images.join("fresh.jpg"), &bytes).expect("write");
+        // The camera keeps writing it through the run: its modification time stays "now".
+        let fresh = scene.images.join("fresh.jpg");
+        std::fs::write(&fresh, &bytes).expect("write");
+        let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let camera = {
+            let (writing, fresh) = (writing.clone(), fresh.clone());
+            std::thread::spawn(move || {
+                while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(file) = std::fs::File::options().write(true).open(&fresh) {
+                        let _ = file.set_modified(std::time::SystemTime::now());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            })
+        };
         let out = run(&args, &[]);
+        writing.store(false, std::sync::atomic::Ordering::Relaxed);
+        camera.join().expect("the camera thread");
         assert!(out.status.success(), "{}", text(&out));
         for name in ["writing.jpg", "cut.jpg", "tiny.png", "fresh.jpg"] {
             assert!(text(&out).contains(name), "{name} named: {}", text(&out));
