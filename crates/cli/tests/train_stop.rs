@@ -39,7 +39,20 @@ mod with_libraries {
                 .expect("json");
         assert_eq!(results["epochs_done"], 1, "{results}");
         assert!(results["stopped_early"].as_str().is_some_and(|w| w.contains("--time")), "{results}");
-        assert_eq!(results["best_epoch"], 1, "{results}");
+        // Epoch 1, or the starting model (epoch 0) when epoch 1 did not beat it on the val split.
+        let epoch_one = std::fs::read_to_string(run_dir.join("metrics.csv")).expect("csv");
+        let fitness: f64 = epoch_one
+            .lines()
+            .nth(1)
+            .and_then(|l| l.split(',').nth(13))
+            .expect("fitness")
+            .parse()
+            .expect("a number");
+        let start = results["start_fitness"].as_f64().expect("the start validated");
+        let best_epoch = if fitness > start { 1 } else { 0 };
+        assert_eq!(results["best_epoch"], best_epoch, "{results}");
+        let best = results["best_fitness"].as_f64().expect("best fitness");
+        assert!((best - fitness.max(start)).abs() < 1e-5, "{results}");
         let config = std::fs::read_to_string(run_dir.join("config.toml")).expect("config");
         assert!(config.lines().any(|l| l.trim() == "patience = 3"), "{config}");
         assert!(config.lines().any(|l| l.trim() == "time_hours = 0.000001"), "{config}");

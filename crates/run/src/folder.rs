@@ -169,13 +169,14 @@ pub struct EpochHistory {
 
 /// Reads [`EpochHistory`] from `dir`'s `metrics.csv` (empty when there is none).
 pub fn epoch_history(dir: &Path) -> EpochHistory {
-    let Ok(text) = std::fs::read_to_string(dir.join(METRICS_FILE)) else { return EpochHistory::default() };
     let mut history = EpochHistory::default();
     // The starting model is epoch 0: an epoch must beat it to become the best.
     let mut best: Option<f64> = read_start_fitness(dir);
     if best.is_some() {
         history.best_epoch = Some(0);
     }
+    // No metrics.csv yet (before the first epoch): only the start.
+    let text = std::fs::read_to_string(dir.join(METRICS_FILE)).unwrap_or_default();
     for line in text.lines().skip(1) {
         let cells: Vec<&str> = line.split(',').collect();
         let (Some(epoch), Some(seconds), Some(fitness)) = (
