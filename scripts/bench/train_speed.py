@@ -36,7 +36,8 @@ ULTRALYTICS_TRAIN = """
 import sys, torch
 torch.set_num_threads(int(sys.argv[3]))
 from ultralytics import YOLO
-YOLO(sys.argv[1]).train(data=sys.argv[2], imgsz=int(sys.argv[4]), batch=2, epochs=3, freeze=10, workers=0,
+YOLO(sys.argv[1]).train(data=sys.argv[2], imgsz=int(sys.argv[4]), batch=int(sys.argv[6]), epochs=3,
+    freeze=int(sys.argv[7]) or None, workers=0,
     amp=False, plots=False, val=False, cache=False, device="cpu", project=sys.argv[5], name="speed", exist_ok=True,
     verbose=False)
 """
@@ -45,7 +46,7 @@ YOLO(sys.argv[1]).train(data=sys.argv[2], imgsz=int(sys.argv[4]), batch=2, epoch
 def headroom_run(args, work, name, extra):
     run = work / "runs" / f"{name}-{int(time.time())}"
     cmd = [args.headroom, "train", "--model", str(work / f"yolov8n-nc3-{args.imgsz}.onnx"), "--data",
-           str(work / "data" / "data.yaml"), "--batch", "2", "--epochs", "3", "--threads",
+           str(work / "data" / "data.yaml"), "--batch", str(args.batch), "--epochs", "3", "--threads",
            str(args.threads), "--project", str(run.parent), "--name", run.name] + extra
     started = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -73,6 +74,8 @@ def main():
     p.add_argument("--work", required=True, help="the work folder of train_memory.py")
     p.add_argument("--imgsz", type=int, default=640)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--freeze", type=int, default=10, help="Ultralytics' freeze (0: a full fine-tune, every layer)")
     p.add_argument("--only", choices=["ultralytics", "headroom"])
     p.add_argument("--run", action="append", metavar="NAME:ARGS",
                    help="a headroom run, e.g. 'all-fast:--train all --allocator fast' (repeatable; default: "
@@ -85,12 +88,12 @@ def main():
     if not (work / f"yolov8n-nc3-{args.imgsz}.onnx").exists():
         subprocess.run([sys.executable, str(Path(__file__).parent / "train_memory.py"), "--headroom", args.headroom,
                         "--work", str(work), "--imgsz", str(args.imgsz), "--only", "headroom"], check=True)
-    report = {"imgsz": args.imgsz, "threads": args.threads, "load_before": [round(x, 2) for x in os.getloadavg()]}
+    report = {"imgsz": args.imgsz, "threads": args.threads, "batch": args.batch, "ultralytics_freeze": args.freeze, "load_before": [round(x, 2) for x in os.getloadavg()]}
     if args.only in (None, "headroom"):
         report["headroom"] = [headroom_run(args, work, n, e) for n, e in runs]
     if args.only in (None, "ultralytics"):
         cmd = [sys.executable, "-c", ULTRALYTICS_TRAIN, str(work / "yolov8n-nc3.yaml"), str(work / "data" / "data.yaml"),
-               str(args.threads), str(args.imgsz), str(work / "runs")]
+               str(args.threads), str(args.imgsz), str(work / "runs"), str(args.batch), str(args.freeze)]
         wall, peak = child_peak(cmd)
         rows = list(csv.DictReader(open(work / "runs" / "speed" / "results.csv")))
         times = [float(r["time"]) for r in rows]

@@ -117,7 +117,7 @@ fn main() -> Result<()> {
     println!("cargo:libtorch_lib={}", lib.display());
     println!("cargo:libtorch_version={major}.{minor}.{patch}");
     for file in
-        ["torch_api.cpp", "torch_api.h", "headroom_ops.cpp", "headroom_api.cpp", "headroom_cuda.cpp", "torch_api_generated.h"]
+        ["torch_api.cpp", "torch_api.h", "headroom_ops.cpp", "headroom_api.cpp", "headroom_cuda.cpp", "headroom_cpu_pool.cpp", "torch_api_generated.h"]
     {
         println!("cargo:rerun-if-changed=libtch/{file}");
     }
@@ -131,7 +131,7 @@ fn main() -> Result<()> {
         .flag("-std=c++17")
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={}", u8::from(abi)))
         .flag("-DGLOG_USE_GLOG_EXPORT")
-        .files(["libtch/torch_api.cpp", "libtch/headroom_ops.cpp", "libtch/headroom_api.cpp", "libtch/headroom_cuda.cpp"]);
+        .files(["libtch/torch_api.cpp", "libtch/headroom_ops.cpp", "libtch/headroom_api.cpp", "libtch/headroom_cuda.cpp", "libtch/headroom_cpu_pool.cpp"]);
     // The CUDA memory readings need the CUDA runtime headers (c10/cuda includes cuda_runtime.h),
     // never a CUDA library: with them, the same binary reads the allocator wherever libtorch's CUDA
     // part is loaded at run time.

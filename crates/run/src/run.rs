@@ -596,6 +596,24 @@ fn finish_epoch(
     let phases: Vec<String> =
         PHASES.iter().zip(stats.phases).map(|(name, seconds)| format!("{name} {seconds:.2} s")).collect();
     tracing::debug!("epoch {} time: {}", stats.epoch + 1, phases.join("; "));
+    if let Some(pool) = headroom_train::cpu_pool::stats() {
+        const MB: f64 = 1024.0 * 1024.0;
+        tracing::debug!(
+            "epoch {} CPU pool: {} blocks reused, {} grown ({:.1} MB of fresh pages), {} releases; \
+             heap {:.1} MB, {:.1} MB in use, {:.1} MB most in use",
+            stats.epoch + 1,
+            pool.reused,
+            pool.grown,
+            pool.grown_bytes as f64 / MB,
+            pool.releases,
+            pool.heap as f64 / MB,
+            pool.in_use as f64 / MB,
+            pool.high_water as f64 / MB
+        );
+    }
+    // What the pool kept serves the next epoch's passes; validation and writing run in ONNX
+    // Runtime and plain buffers, which would peak on top of it.
+    headroom_train::cpu_pool::trim();
     let meta = vec![
         (headroom_onnx::patch::KEY_BASE_SHA256.to_string(), out.base_sha.to_string()),
         (headroom_onnx::patch::KEY_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),

@@ -22,6 +22,7 @@ mod check;
 #[cfg(feature = "libtorch")]
 mod checkpoint;
 pub mod config;
+pub mod cpu_pool;
 mod cuda;
 #[cfg(feature = "libtorch")]
 pub mod data;

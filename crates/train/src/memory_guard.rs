@@ -206,30 +206,34 @@ impl MemoryCap {
     }
 }
 
-/// How the process's C allocator (glibc's malloc, which libtorch's CPU tensors come from) returns
-/// freed memory: `--allocator` of `headroom train` (docs/TRAIN.md "Memory").
+/// How libtorch's CPU tensors get their memory and give it back: `--allocator` of `headroom train`
+/// (docs/TRAIN.md "Memory: the allocator", docs/BENCHMARKS.md "The allocator").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Allocator {
+    /// headroom's pool ([`crate::cpu_pool`]): a freed tensor's block is kept for the next tensor of
+    /// its size, and everything held stays within [`crate::cpu_pool::DEFAULT_SLACK`] of the most
+    /// ever in use: compact's memory without the page faults of fresh pages at every step.
+    #[default]
+    Pooled,
     /// glibc's defaults: blocks below the mmap threshold are kept for reuse, and the threshold
     /// rises to the largest block freed (up to 32 MiB on 64-bit), so after the first steps most
-    /// tensors come from the heap, whose free gaps stay resident. Fastest; the resident set grows
-    /// above what is in use (measured: 600–670 MB for 400 MB in use, `--train all` at 640).
+    /// tensors come from the heap, whose free gaps stay resident. The resident set grows above what
+    /// is in use (measured: 600–670 MB for 400 MB in use, `--train all` at 640).
     Fast,
-    #[default]
     /// A fixed mmap threshold of [`COMPACT_MMAP_THRESHOLD`]: every tensor above it is mapped on
     /// allocation and unmapped on free, so the resident set follows what is in use. Costs the
-    /// page faults of fresh pages (a step at 640 on the CPU takes ~2× as long).
+    /// page faults of fresh pages (a step at 640 on the CPU takes 2–3× as long).
     Compact,
 }
 
-/// The fixed mmap threshold of [`Allocator::Compact`]: glibc's own starting value, 128 KiB.
+/// The fixed mmap threshold of [`Allocator::Compact`] (and of glibc's blocks under
+/// [`Allocator::Pooled`]): glibc's own starting value, 128 KiB.
 pub const COMPACT_MMAP_THRESHOLD: i32 = 128 * 1024;
 
 /// Sets the process's allocator behaviour (glibc, with libtorch; elsewhere a no-op that returns
-/// false for [`Allocator::Compact`]). Call it
-/// before the run allocates its tensors: blocks already on the heap stay there. Returns whether
-/// the allocator took the setting.
+/// false for anything but [`Allocator::Fast`]). Call it before the run allocates its tensors:
+/// blocks already allocated stay where they are. Returns whether the setting was taken.
 pub fn set_allocator(allocator: Allocator) -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu", feature = "libtorch"))]
     {
@@ -237,14 +241,20 @@ pub fn set_allocator(allocator: Allocator) -> bool {
         // `GLIBC_TUNABLES`) is already fixed, and theirs to choose: left as it is.
         let user_set = std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
             || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mmap_threshold"));
-        if allocator == Allocator::Compact && !user_set {
+        let mut ok = true;
+        if allocator != Allocator::Fast && !user_set {
             // mallopt only sets a tunable of the process's allocator; a fixed threshold also turns
-            // off glibc's dynamic raising of it.
+            // off glibc's dynamic raising of it. Under the pool it keeps what libtorch does not
+            // allocate through the pool (ONNX Runtime, images) compact too.
             #[allow(unsafe_code)]
-            let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, COMPACT_MMAP_THRESHOLD) };
-            return ok == 1;
+            let set = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, COMPACT_MMAP_THRESHOLD) };
+            ok = set == 1;
         }
-        true
+        if allocator == Allocator::Pooled {
+            let slack = std::env::var("HEADROOM_CPU_POOL_SLACK").ok().and_then(|s| s.parse().ok());
+            ok &= crate::cpu_pool::install(slack.unwrap_or(crate::cpu_pool::DEFAULT_SLACK));
+        }
+        ok
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu", feature = "libtorch")))]
     {
