@@ -170,10 +170,10 @@ pub struct Args {
     /// Passes before --memory-cap is checked (to hit it mid-epoch in tests).
     #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0, hide = true)]
     pub memory_cap_after: u64,
-    /// How freed memory is returned (a process setting, not saved with the run): compact (every
-    /// tensor above 128 KiB mapped and unmapped, so the resident set follows what is in use: 396
-    /// instead of 600-670 MB for --train all at 640, batch 2) or fast (glibc's defaults, which
-    /// keep freed blocks; CPU steps ~2x faster at 640). docs/TRAIN.md "Memory".
+    /// How freed tensor memory is reused (a process setting, not saved with the run): pooled (the
+    /// default: a best-fit heap kept within 1.25x the most ever in use; --train all at 640, batch
+    /// 2: 9.2 s/epoch at 465 MB), compact (every block above 128 KiB mapped fresh and unmapped:
+    /// 29.3 s at 425 MB) or fast (glibc's defaults: 9.2 s at 676 MB). docs/TRAIN.md "Memory".
     #[arg(long, value_enum, default_value_t = AllocatorArg::Pooled)]
     pub allocator: AllocatorArg,
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
@@ -313,8 +313,8 @@ pub enum PlanMode {
 /// `--allocator`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AllocatorArg {
-    /// Freed tensors' memory is kept for the next tensors of their sizes, all of it within 10 % of
-    /// the most ever in use: compact's memory at close to fast's speed.
+    /// Freed tensors' memory serves the next tensors (best fit in one heap), its resident pages
+    /// kept within 1.25x the most ever in use: compact's memory at fast's speed.
     Pooled,
     /// Freed tensors go back to the system: the resident set follows what is in use; every step
     /// pays the page faults of fresh memory.
