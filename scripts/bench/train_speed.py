@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """Training speed, headroom against Ultralytics: seconds per epoch, same model, images and threads.
 
-Why: the train issue's speed goal — an epoch on cached trunk features at most 0.25x the time of
-Ultralytics `freeze=10 batch=2` at 640 on the same images — measured side by side in one run, with
-headroom also timed without the cache (trunk on ONNX Runtime, and on libtorch) and where its time goes.
+Why: the train issue's speed goal (an epoch on cached trunk features at most 0.25x the time of
+Ultralytics `freeze=10 batch=2` at 640) and the step-speed issue's (seconds per image of every layer
+trained at most 1.0x Ultralytics' full fine-tune, `--freeze 0`), measured side by side in one run.
 
 What it does (never in CI; the Ultralytics environment of scripts/ultralytics-env.sh), in the work
-folder of scripts/bench/train_memory.py (it makes the data and the 640 student when missing):
-  - Ultralytics: YOLO(yaml).train(freeze=10, batch=2, epochs=3, workers=0, amp=False, val=False,
-    plots=False, device=cpu); its results.csv `time` column is cumulative, so an epoch's time is
-    the difference between epochs 1 and 2 (the last epoch also validates).
-  - headroom `train --train head --batch 2 --epochs 3` with `--cache-features`, `--trunk ort`
-    and `--trunk torch`: metrics.csv `seconds` (training only; validation and writing ONNX are
-    outside it), epochs 2 and 3 averaged; the cache is built before epoch 1 (its time is reported
-    from the wall clock). The per-phase split comes from the log line `epoch N time: ...`.
+folder of scripts/bench/train_memory.py (it makes the data and the student at --imgsz when missing):
+  - Ultralytics: YOLO(yaml).train(freeze=--freeze or None, batch=--batch, epochs=3, workers=0,
+    amp=False, val=False, plots=False, device=cpu); its results.csv `time` column is cumulative, so
+    an epoch's time is the difference between epochs 1 and 2 (the last epoch also validates).
+  - headroom `train --batch B --epochs 3` with each --run's flags (default: head with
+    `--cache-features`, `--trunk ort` and `--trunk torch`): metrics.csv `seconds` (training only;
+    validation and writing ONNX are outside it), epochs 2 and 3 averaged. The per-phase split comes
+    from the log line `epoch N time: ...`.
+  - seconds per image: an epoch's seconds over the train images (both see every image once an epoch).
+  - peak memory: headroom's metrics.csv `peak_rss_mb`; Ultralytics' child process peak (VmHWM).
 Prints one JSON report with the load average before and after.
 
 Usage: source .deps/ultralytics.env && source .deps/env.sh &&
@@ -43,6 +45,10 @@ YOLO(sys.argv[1]).train(data=sys.argv[2], imgsz=int(sys.argv[4]), batch=int(sys.
 """
 
 
+def train_images(work):
+    return sum(1 for f in (work / "data" / "images" / "train").iterdir() if f.is_file())
+
+
 def headroom_run(args, work, name, extra):
     run = work / "runs" / f"{name}-{int(time.time())}"
     cmd = [args.headroom, "train", "--model", str(work / f"yolov8n-nc3-{args.imgsz}.onnx"), "--data",
@@ -62,8 +68,10 @@ def headroom_run(args, work, name, extra):
             for part in m.group(2).split("; "):
                 label, value = part.split(" ")[0], float(part.split(" ")[1])
                 phases[label] = round(phases.get(label, 0.0) + value / 2, 2)
+    per_epoch = sum(seconds[1:]) / 2
     return {"extra": " ".join(extra), "epoch_seconds": [round(s, 2) for s in seconds],
-            "per_epoch": round(sum(seconds[1:]) / 2, 2), "wall": round(wall, 1),
+            "per_epoch": round(per_epoch, 2), "per_image": round(per_epoch / train_images(work), 4),
+            "wall": round(wall, 1),
             "outside_epochs": round(wall - sum(seconds), 1), "phases": phases,
             "peak_mb": float(rows[-1]["peak_rss_mb"])}
 
@@ -88,20 +96,26 @@ def main():
     if not (work / f"yolov8n-nc3-{args.imgsz}.onnx").exists():
         subprocess.run([sys.executable, str(Path(__file__).parent / "train_memory.py"), "--headroom", args.headroom,
                         "--work", str(work), "--imgsz", str(args.imgsz), "--only", "headroom"], check=True)
-    report = {"imgsz": args.imgsz, "threads": args.threads, "batch": args.batch, "ultralytics_freeze": args.freeze, "load_before": [round(x, 2) for x in os.getloadavg()]}
+    report = {"imgsz": args.imgsz, "threads": args.threads, "batch": args.batch, "images": train_images(work),
+              "ultralytics_freeze": args.freeze, "load_before": [round(x, 2) for x in os.getloadavg()]}
     if args.only in (None, "headroom"):
         report["headroom"] = [headroom_run(args, work, n, e) for n, e in runs]
     if args.only in (None, "ultralytics"):
-        cmd = [sys.executable, "-c", ULTRALYTICS_TRAIN, str(work / "yolov8n-nc3.yaml"), str(work / "data" / "data.yaml"),
-               str(args.threads), str(args.imgsz), str(work / "runs"), str(args.batch), str(args.freeze)]
+        cmd = [sys.executable, "-c", ULTRALYTICS_TRAIN, str(work / "yolov8n-nc3.yaml"),
+               str(work / "data" / "data.yaml"), str(args.threads), str(args.imgsz), str(work / "runs"),
+               str(args.batch), str(args.freeze)]
         wall, peak = child_peak(cmd)
         rows = list(csv.DictReader(open(work / "runs" / "speed" / "results.csv")))
         times = [float(r["time"]) for r in rows]
-        report["ultralytics"] = {"cumulative": times, "per_epoch": round(times[1] - times[0], 2),
+        per_epoch = times[1] - times[0]
+        report["ultralytics"] = {"cumulative": times, "per_epoch": round(per_epoch, 2),
+                                 "per_image": round(per_epoch / train_images(work), 4),
                                  "wall": round(wall, 1), "peak_mb": round(peak, 1)}
     if "headroom" in report and "ultralytics" in report:
         u = report["ultralytics"]["per_epoch"]
         report["ratios"] = {h["extra"]: round(h["per_epoch"] / u, 3) for h in report["headroom"]}
+        um = report["ultralytics"]["peak_mb"]
+        report["memory_ratios"] = {h["extra"]: round(h["peak_mb"] / um, 3) for h in report["headroom"]}
     report["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=1))
 

@@ -19,7 +19,8 @@ mod with_libraries {
         // start at batch 8 and ~120 MiB at batch 4 (12 MiB per image, docs/PLAN.md); the cap sits
         // in between, armed after the first pass so that it is hit at the epoch's second pass,
         // after the checkpoint of the first optimiser step (--nbs 8 --save-period 1).
-        // Freed tensors leave the resident set, so that it follows what a pass uses.
+        // Freed tensors leave the resident set, so that it follows what a pass uses (glibc's
+        // threshold; headroom's pool returns the larger passes' pages at the step down).
         let run = headroom_command()
             .env("MALLOC_MMAP_THRESHOLD_", "65536")
             .args([

@@ -15,6 +15,7 @@ pub mod dim;
 pub mod error;
 pub mod extract;
 pub mod fp16;
+pub mod fuse;
 pub mod graph;
 pub mod infer;
 pub mod inspect;

@@ -20,6 +20,12 @@ pub struct Storages {
     bytes: HashMap<String, u64>,
     /// Tensors whose shape inference left unknown (counted as 0 bytes; reported).
     pub unknown: Vec<String>,
+    /// The graph's SiLUs, Mul index → Sigmoid index: the executor runs each as one `silu`
+    /// ([`headroom_onnx::fuse::silu_pairs`]), so the Sigmoid's output never exists and autograd
+    /// keeps the SiLU's input alone.
+    silu: HashMap<usize, usize>,
+    /// Their Sigmoids, Sigmoid index → Mul index.
+    silu_sigmoids: HashMap<usize, usize>,
 }
 
 impl Storages {
@@ -71,7 +77,15 @@ impl Storages {
                 }
             }
         }
-        Storages { base, bytes, unknown }
+        let outputs: Vec<String> = graph.outputs.iter().map(|o| o.name.clone()).collect();
+        let silu = headroom_onnx::fuse::silu_pairs(&graph.nodes, &outputs);
+        let silu_sigmoids = silu.iter().map(|(&mul, &sigmoid)| (sigmoid, mul)).collect();
+        Storages { base, bytes, unknown, silu, silu_sigmoids }
+    }
+
+    /// The SiLU input when node `index` is the Mul of a SiLU.
+    fn silu_input<'g>(&self, graph: &'g Graph, index: usize) -> Option<&'g str> {
+        self.silu.get(&index).map(|&sigmoid| graph.nodes[sigmoid].inputs[0].as_str())
     }
 
     /// The storage owner of `name` (`None` for initializers and unknown names).
@@ -129,6 +143,18 @@ pub fn node_saved(
     index: usize,
 ) -> (Vec<String>, u64) {
     let node = &graph.nodes[index];
+    if storages.silu_sigmoids.contains_key(&index) {
+        return (Vec::new(), 0);
+    }
+    if let Some(x) = storages.silu_input(graph, index) {
+        // silu keeps its input.
+        let owners = if grad.contains(x) {
+            storages.base(x).map(str::to_string).into_iter().collect()
+        } else {
+            vec![]
+        };
+        return (owners, 0);
+    }
     let requires: Vec<bool> = node.inputs.iter().map(|x| grad.contains(x)).collect();
     let saved = saved_for_backward(&node.op, &requires);
     let mut owners = Vec::new();
@@ -155,6 +181,14 @@ pub fn node_backward(graph: &Graph, storages: &Storages, grad: &HashSet<String>,
     let node = &graph.nodes[index];
     if !node.outputs.iter().any(|o| grad.contains(o)) || is_view(&node.op) {
         return 0;
+    }
+    if storages.silu_sigmoids.contains_key(&index) {
+        return 0;
+    }
+    if let Some(x) = storages.silu_input(graph, index) {
+        // silu's backward: the output's gradient and the input's.
+        let input = if grad.contains(x) { storages.bytes_of(x) } else { 0 };
+        return input + node.outputs.iter().map(|o| storages.bytes_of(o)).sum::<u64>();
     }
     let inputs: u64 = node
         .inputs
@@ -205,8 +239,20 @@ pub fn simulate(
                 last_use.insert(input.as_str(), step);
             }
         }
+        // As the executor: a SiLU whose two nodes are in this list, its Sigmoid's output not kept,
+        // runs as one op at its Mul; the Sigmoid makes nothing.
+        let listed: HashSet<usize> = nodes.iter().copied().collect();
+        let skipped = |i: usize| {
+            storages
+                .silu_sigmoids
+                .get(&i)
+                .is_some_and(|mul| listed.contains(mul) && !keep.contains(graph.nodes[i].outputs[0].as_str()))
+        };
         for (step, &i) in nodes.iter().enumerate() {
             let node = &graph.nodes[i];
+            if skipped(i) {
+                continue;
+            }
             let mut during = owners(&env, &saved);
             for o in node.outputs.iter().filter_map(|o| storages.base(o)) {
                 during.insert(o.to_string());

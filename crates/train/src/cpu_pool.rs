@@ -196,6 +196,13 @@ impl<P: Pages> Pool<P> {
         self.release_free();
     }
 
+    /// [`Pool::trim`], and the bound starts again from what is in use now: after a step down to a
+    /// smaller batch, the larger passes' most-in-use must not let the smaller ones keep their pages.
+    pub fn reset(&mut self) {
+        self.release_free();
+        self.stats.high_water = self.stats.in_use;
+    }
+
     /// What the pool did so far and holds now.
     pub fn stats(&self) -> PoolStats {
         PoolStats { heap: self.top, resident: self.resident(), ..self.stats }
@@ -368,6 +375,12 @@ mod native {
             p.trim();
         }
     }
+
+    pub(super) fn reset() {
+        if let Some(mut p) = pool() {
+            p.reset();
+        }
+    }
 }
 
 /// Makes the pool libtorch's CPU allocator for the rest of the process, `slack` as in
@@ -397,10 +410,17 @@ pub fn stats() -> Option<PoolStats> {
     }
 }
 
-/// Returns the installed pool's kept blocks to the system.
+/// Returns the installed pool's free pages to the system (the end of an epoch).
 pub fn trim() {
     #[cfg(all(feature = "libtorch", target_os = "linux"))]
     native::trim();
+}
+
+/// [`trim`], and the pool's bound starts again from what is in use now ([`Pool::reset`]): after a
+/// step down.
+pub fn reset() {
+    #[cfg(all(feature = "libtorch", target_os = "linux"))]
+    native::reset();
 }
 
 #[cfg(test)]
@@ -533,6 +553,28 @@ mod tests {
         assert_eq!(pool.alloc(4 * MB), Some(a), "released ranges are reused (fresh pages)");
         pool.free(b);
         assert!(pool.stats().grown_bytes >= 13 * MB as u64);
+    }
+
+    #[test]
+    fn reset_bounds_smaller_passes_by_their_own_use() {
+        let mut pool = pool(1 << 34, DEFAULT_SLACK);
+        let big: Vec<usize> = (0..8).map(|_| pool.alloc(4 * MB).expect("the pool has room")).collect();
+        for b in big {
+            pool.free(b);
+        }
+        assert_eq!(pool.stats().high_water, 32 * MB);
+        pool.reset();
+        let s = pool.stats();
+        assert_eq!((s.resident, s.high_water), (0, 0), "{s:?}");
+        // Smaller passes: within 1.25x of their own most in use, not the larger passes'.
+        for _ in 0..5 {
+            let small: Vec<usize> = (0..2).map(|_| pool.alloc(4 * MB).expect("the pool has room")).collect();
+            for b in small {
+                pool.free(b);
+            }
+            let s = pool.stats();
+            assert!(s.resident as f64 <= 1.25 * (8 * MB) as f64, "{s:?}");
+        }
     }
 
     #[test]

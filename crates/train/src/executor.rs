@@ -36,6 +36,10 @@ pub struct Executor {
     /// Conv node name → the names (in `weights`) of a per-channel scale and shift applied to its
     /// output ([`Executor::add_affine`]).
     affine: HashMap<String, (String, String)>,
+    /// The graph's SiLUs, Mul index → Sigmoid index ([`headroom_onnx::fuse::silu_pairs`]), run as
+    /// one `silu` unless [`Executor::set_fusion`] turned it off.
+    silu: HashMap<usize, usize>,
+    fuse: bool,
 }
 
 impl Executor {
@@ -59,7 +63,25 @@ impl Executor {
             weights,
             device,
             affine: HashMap::new(),
+            silu: headroom_onnx::fuse::silu_pairs(
+                &graph.nodes,
+                &graph.outputs.iter().map(|o| o.name.clone()).collect::<Vec<_>>(),
+            ),
+            // `HEADROOM_FUSION=0` runs every node as the file has it (benchmarks; docs/TRAIN.md).
+            fuse: std::env::var_os("HEADROOM_FUSION").is_none_or(|v| v != "0"),
         })
+    }
+
+    /// Runs the graph's `Sigmoid(x)·x` pairs as one libtorch `silu` (the default: one kernel each
+    /// way, and autograd keeps `x` alone) or, with `false`, node by node as the file has them.
+    /// Values agree within float rounding (tested: crates/train/tests/fusion.rs).
+    pub fn set_fusion(&mut self, fuse: bool) {
+        self.fuse = fuse;
+    }
+
+    /// How many SiLUs the graph has (each a `Sigmoid` and a `Mul` node).
+    pub fn silu_count(&self) -> usize {
+        self.silu.len()
     }
 
     /// Gives the Conv node `node` (`channels` outputs) a trainable per-channel scale (starting at 1)
@@ -158,9 +180,31 @@ impl Executor {
                 last_use.insert(input.as_str(), step);
             }
         }
+        // SiLUs whose two nodes are both in this list, the Sigmoid's output not wanted afterwards:
+        // Mul index → the SiLU's input; their Sigmoids are skipped.
+        let mut fused: HashMap<usize, &str> = HashMap::new();
+        if self.fuse && !self.silu.is_empty() {
+            let listed: HashSet<usize> = nodes.iter().copied().collect();
+            for (&mul, &sigmoid) in &self.silu {
+                let sig = &self.nodes[sigmoid];
+                if listed.contains(&mul)
+                    && listed.contains(&sigmoid)
+                    && !keep.contains(sig.outputs[0].as_str())
+                {
+                    fused.insert(mul, sig.inputs[0].as_str());
+                }
+            }
+        }
+        let skipped: HashSet<usize> = fused.keys().map(|mul| self.silu[mul]).collect();
         for (step, &i) in nodes.iter().enumerate() {
             let node = &self.nodes[i];
-            let outputs = self.run_node(node, env)?;
+            let outputs = if skipped.contains(&i) {
+                Vec::new()
+            } else if let Some(x) = fused.get(&i) {
+                vec![self.silu_of(node, x, env)?]
+            } else {
+                self.run_node(node, env)?
+            };
             for (name, value) in node.outputs.iter().zip(outputs) {
                 if !name.is_empty()
                     && (last_use.get(name.as_str()).is_some_and(|s| *s > step)
@@ -215,6 +259,21 @@ impl Executor {
             return Err(fail(format!("{} outputs made, {} declared", outputs.len(), node.outputs.len())));
         }
         Ok(outputs)
+    }
+
+    /// `silu(x)` in place of the Mul node `node` of a SiLU.
+    fn silu_of(&self, node: &Node, x: &str, env: &HashMap<String, Tensor>) -> Result<Tensor> {
+        let fail = |reason: String| Error::Lower {
+            path: self.path.clone(),
+            node: node.name.clone(),
+            op_type: "Sigmoid+Mul (SiLU)".to_string(),
+            reason,
+        };
+        let x = env
+            .get(x)
+            .or_else(|| self.weights.get(x))
+            .ok_or_else(|| fail(format!("input `{x}` has not been computed")))?;
+        x.f_silu().map_err(|e| fail(crate::error::torch_message(&e.to_string()).to_string()))
     }
 
     /// The weight and bias a Conv with a scale and shift runs with.

@@ -211,8 +211,8 @@ impl MemoryCap {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Allocator {
-    /// headroom's pool ([`crate::cpu_pool`]): a freed tensor's block is kept for the next tensor of
-    /// its size, and everything held stays within [`crate::cpu_pool::DEFAULT_SLACK`] of the most
+    /// headroom's pool ([`crate::cpu_pool`]): a best-fit heap whose freed blocks serve the next
+    /// tensors, its resident pages within 1 + [`crate::cpu_pool::DEFAULT_SLACK`] times the most
     /// ever in use: compact's memory without the page faults of fresh pages at every step.
     #[default]
     Pooled,

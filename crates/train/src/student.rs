@@ -112,6 +112,11 @@ impl Student {
         &self.executor
     }
 
+    /// Runs the graph's SiLUs as one op (the default) or node by node ([`Executor::set_fusion`]).
+    pub fn set_fusion(&mut self, fuse: bool) {
+        self.executor.set_fusion(fuse);
+    }
+
     /// Trainable parameters by name.
     pub fn parameters(&self) -> Vec<(&str, &Tensor)> {
         self.partition

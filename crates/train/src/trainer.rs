@@ -265,6 +265,8 @@ impl<'a> Trainer<'a> {
         self.student.zero_grad();
         self.config = next;
         self.load_checkpoint(&path)?;
+        // The larger passes' free pages go back, and the pool's bound follows the smaller ones.
+        crate::cpu_pool::reset();
         let step = StepDown {
             epoch,
             pass,

@@ -183,3 +183,48 @@ fn affine_scales_train_through_the_trunk_and_fold_into_the_same_network() {
         assert!(worst <= 1e-4 * scale, "largest difference {worst} (outputs up to {scale})");
     }
 }
+
+/// The graph's `Sigmoid(x)·x` pairs run as one `silu` (the default): the same outputs, loss and
+/// gradients as node by node, every layer trained, plain and checkpointed.
+#[test]
+fn fused_silu_gives_the_unfused_values_and_gradients() {
+    let model = demo();
+    let mut fused = Student::new(&model, Trainable::Freeze(0), Device::Cpu).expect("student");
+    let mut plain = Student::new(&model, Trainable::Freeze(0), Device::Cpu).expect("student");
+    fused.set_fusion(true);
+    plain.set_fusion(false);
+    assert_eq!(fused.executor().silu_count(), 57, "YOLOv8n's SiLUs (every Conv module's activation)");
+    headroom_train::tch::manual_seed(1);
+    let images = Tensor::rand([2, 3, 160, 160], (Kind::Float, Device::Cpu));
+    let outputs = |s: &Student| s.head(&s.trunk(&images).expect("trunk")).expect("head");
+    let (a, b) = (outputs(&fused), outputs(&plain));
+    let weights: Vec<Tensor> =
+        a.iter().map(|t| Tensor::randn(t.size().as_slice(), (Kind::Float, Device::Cpu))).collect();
+    for (x, y) in a.iter().zip(&b) {
+        let diff = (x - y).abs().max().double_value(&[]);
+        assert!(diff <= 1e-5 * y.abs().max().double_value(&[]).max(1.0), "outputs differ by {diff:e}");
+    }
+    for checkpointed in [false, true] {
+        let run = |s: &Student| {
+            s.zero_grad();
+            let cut = s.trunk(&images).expect("trunk");
+            let loss = if checkpointed {
+                s.backward_checkpointed(&cut, loss(&weights))
+            } else {
+                s.backward(&cut, loss(&weights))
+            };
+            (loss.expect("backward"), gradients(s))
+        };
+        let ((fused_loss, fused_grads), (plain_loss, plain_grads)) = (run(&fused), run(&plain));
+        assert!((fused_loss - plain_loss).abs() <= 1e-5 * plain_loss.abs(), "{fused_loss} vs {plain_loss}");
+        let mut worst = 0.0f64;
+        for (name, g) in &plain_grads {
+            let scale = g.abs().max().double_value(&[]).max(1e-12);
+            worst = worst.max((g - &fused_grads[name]).abs().max().double_value(&[]) / scale);
+        }
+        assert!(
+            worst <= 1e-5,
+            "checkpointed {checkpointed}: largest relative gradient difference {worst:.3e}"
+        );
+    }
+}

@@ -618,6 +618,13 @@ void atg_sign(tensor *out__, tensor self) {
   )
 }
 
+void atg_silu(tensor *out__, tensor self) {
+  PROTECT(
+    auto outputs__ = torch::silu(*self);
+    out__[0] = new torch::Tensor(outputs__);
+  )
+}
+
 void atg_slice(tensor *out__, tensor self, int64_t dim, int64_t start_v, uint8_t start_null, int64_t end_v, uint8_t end_null, int64_t step) {
   PROTECT(
     auto outputs__ = torch::slice(*self, dim, start_null ? c10::nullopt : c10::optional<int64_t>(start_v), end_null ? c10::nullopt : c10::optional<int64_t>(end_v), step);
