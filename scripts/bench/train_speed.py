@@ -51,7 +51,8 @@ def train_images(work):
 
 def headroom_run(args, work, name, extra):
     run = work / "runs" / f"{name}-{int(time.time())}"
-    cmd = [args.headroom, "train", "--model", str(work / f"yolov8n-nc3-{args.imgsz}.onnx"), "--data",
+    student = args.student or str(work / f"yolov8n-nc3-{args.imgsz}.onnx")
+    cmd = [args.headroom, "train", "--model", student, "--data",
            str(work / "data" / "data.yaml"), "--batch", str(args.batch), "--epochs", "3", "--threads",
            str(args.threads), "--project", str(run.parent), "--name", run.name] + extra
     started = time.time()
@@ -85,6 +86,8 @@ def main():
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--freeze", type=int, default=10, help="Ultralytics' freeze (0: a full fine-tune, every layer)")
     p.add_argument("--only", choices=["ultralytics", "headroom"])
+    p.add_argument("--student", help="the ONNX student headroom trains (default: the work folder's export at --imgsz); "
+                                     "a teacher needs one whose class names are the data's (models/demo's)")
     p.add_argument("--run", action="append", metavar="NAME:ARGS",
                    help="a headroom run, e.g. 'all-fast:--train all --allocator fast' (repeatable; default: "
                         "head with --cache-features, --trunk ort and --trunk torch)")
@@ -95,7 +98,8 @@ def main():
     work = Path(args.work)
     if not (work / f"yolov8n-nc3-{args.imgsz}.onnx").exists():
         subprocess.run([sys.executable, str(Path(__file__).parent / "train_memory.py"), "--headroom", args.headroom,
-                        "--work", str(work), "--imgsz", str(args.imgsz), "--only", "headroom"], check=True)
+                        "--work", str(work), "--imgsz", str(args.imgsz), "--only", "headroom"], check=True,
+                       stdout=sys.stderr)
     report = {"imgsz": args.imgsz, "threads": args.threads, "batch": args.batch, "images": train_images(work),
               "ultralytics_freeze": args.freeze, "load_before": [round(x, 2) for x in os.getloadavg()]}
     if args.only in (None, "headroom"):
