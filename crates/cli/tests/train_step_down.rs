@@ -15,8 +15,8 @@ mod with_libraries {
         let data = synth_field(dir.path(), 16, 4);
         let project = dir.path().join("runs");
         let model = demo_model();
-        // Training all of YOLOv8n at 160 without checkpointing: a pass takes ~170 MiB above the
-        // start at batch 8 and ~120 MiB at batch 4 (12 MiB per image, docs/PLAN.md); the cap sits
+        // Training all of YOLOv8n at 160 without checkpointing: a pass takes ~150 MiB above the
+        // start at batch 8 and ~120 MiB at batch 4 (153 and 122 measured, 2026-12-04); the cap sits
         // in between, armed after the first pass so that it is hit at the epoch's second pass,
         // after the checkpoint of the first optimiser step (--nbs 8 --save-period 1).
         // Freed tensors leave the resident set, so that it follows what a pass uses (glibc's

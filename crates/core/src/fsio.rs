@@ -22,6 +22,32 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// [`write_atomic`] for bytes made as they are written (a large serialisation that should not be
+/// held in memory whole): `write` fills the temporary through a buffered writer; an error from it
+/// removes the temporary and leaves `path` as it was.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
+    let tmp = temporary_path(path);
+    if let Some(parent) = tmp.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    let result = (|| {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut out)?;
+        out.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, e)
+    })
+}
+
 /// Owner, group and permission bits of a file: what a service that reads it depends on.
 #[cfg(unix)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,6 +437,23 @@ mod tests {
         assert_eq!(Ownership::of(&path).expect("stat"), Some(before));
         assert_eq!(std::fs::read_dir(dir.path()).expect("ls").count(), 1, "no temporary left");
         assert_eq!(Ownership::of(&dir.path().join("absent")).expect("stat"), None);
+    }
+
+    #[test]
+    fn a_streamed_write_replaces_whole_or_leaves_the_old_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ckpt/last.pt");
+        write_atomic_with(&path, |out| out.write_all(b"one")).expect("first write");
+        let failed = write_atomic_with(&path, |out| {
+            out.write_all(b"half")?;
+            Err(std::io::Error::other("the disk is full"))
+        });
+        let text = failed.expect_err("the writer failed").to_string();
+        assert!(text.contains("last.pt") && text.contains("the disk is full"), "{text}");
+        assert_eq!(std::fs::read(&path).expect("read"), b"one", "the old file stays whole");
+        write_atomic_with(&path, |out| out.write_all(b"two")).expect("second write");
+        assert_eq!(std::fs::read(&path).expect("read"), b"two");
+        assert_eq!(std::fs::read_dir(dir.path().join("ckpt")).expect("ls").count(), 1, "no temporary left");
     }
 
     #[test]

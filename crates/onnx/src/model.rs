@@ -100,6 +100,17 @@ impl Model {
         self.graph.initializers.values().any(|t| matches!(t.data, crate::TensorData::F16(_)))
     }
 
+    /// Frees the decoded weights, the protobuf's and the graph's, once another copy holds them (a
+    /// training run's libtorch tensors; the file's bytes for write-back): the nodes, the
+    /// initializers' dims and the inferred shapes stay. Two copies of the weights fewer for the rest
+    /// of the run (docs/PLAN.md "weights").
+    pub fn release_initializers(&mut self) {
+        if let Some(graph) = self.proto.graph.as_mut() {
+            graph.initializer = Vec::new();
+        }
+        self.graph.initializers = std::collections::BTreeMap::new();
+    }
+
     /// The graph with shapes inferred for concrete values of the symbolic input dims
     /// (`{"height": 640, "width": 640, "batch": 1}`).
     pub fn graph_with_dims(&self, dims: &HashMap<String, i64>) -> Result<Graph> {

@@ -147,6 +147,12 @@ pub struct Components {
     pub eval: u64,
     /// A dense-distillation teacher's weights (state, the whole run).
     pub teacher: u64,
+    /// Freed memory the tensor allocator keeps resident for reuse: [`POOL_SLACK`] × the tensors it
+    /// serves at the peak (libtorch's copy of the weights, gradients, optimiser state, averages and
+    /// the larger pass phase). headroom's CPU pool keeps its free pages within that bound
+    /// (`headroom_train::cpu_pool`); on a unified board's CUDA allocator the same margin is assumed.
+    /// 0 on a discrete GPU, whose budget the planner counts without the host.
+    pub allocator: u64,
     /// Teacher phase: the input batch and the teacher's live tensors under no-grad.
     pub teacher_pass: u64,
     /// The teacher's head outputs, held through the trunk and head phases.
@@ -164,6 +170,7 @@ impl Components {
             + self.warmup
             + self.cache
             + self.teacher
+            + self.allocator
     }
 
     /// The trunk phase (with the teacher's outputs the loss will read).
@@ -202,8 +209,9 @@ impl Components {
 
     /// The peak of the training passes (evaluation left out) less what is resident once the model
     /// is loaded (runtime and weights): what `checkpoint_memory --window step` measures.
+    /// The allocator's margin is left out: the probe runs with glibc's fixed threshold.
     pub fn training_peak(&self) -> u64 {
-        self.state() - self.runtime - self.weights + self.pass_phase()
+        self.state() - self.runtime - self.weights - self.allocator + self.pass_phase()
     }
 
     /// `(name, bytes)` of what makes up the peak, in a fixed order (the smaller phase shown as 0).
@@ -222,6 +230,7 @@ impl Components {
             ("warmup", self.warmup),
             ("cache", self.cache),
             ("teacher", self.teacher),
+            ("allocator", self.allocator),
             ("teacher pass", if at == "teacher" { self.teacher_pass } else { 0 }),
             ("teacher outputs", if at == "trunk" || at == "head" { self.teacher_outputs } else { 0 }),
             ("input", phase(self.input, true)),
@@ -275,6 +284,10 @@ pub const LOSS_SAVED_COPIES: u64 = 2;
 pub const LOSS_ASSIGNER_MATRICES: u64 = 3;
 /// The part of [`Components::warmup`] that does not depend on the model (x86, libtorch 2.13 CPU).
 pub const WARMUP_BASE: u64 = 27 << 20;
+/// How far above the most bytes ever in tensors the CPU pool lets its resident pages go before it
+/// returns its free ones: 0.25 (`headroom_train::cpu_pool::DEFAULT_SLACK` is this constant;
+/// docs/BENCHMARKS.md "The allocator"). The planner counts it as [`Components::allocator`].
+pub const POOL_SLACK: f64 = 0.25;
 /// The part of [`Components::warmup`] per trainable Conv (its backward kernels).
 pub const WARMUP_PER_CONV: u64 = 150 << 10;
 
@@ -421,16 +434,17 @@ impl<'a> Planner<'a> {
             .map(|d| d.iter().product::<usize>() as u64)
             .sum();
         let trainable_bytes = trainable_elements * FLOAT_BYTES;
-        // Copies: the decoded protobuf, the IR's decoded initializers, libtorch's, the file's bytes
-        // kept for write-back; ONNX Runtime's session holds the trunk's once more.
+        // Copies while training: libtorch's and the file's bytes kept for write-back (the decoded
+        // protobuf's and the IR's are released once the student is made); ONNX Runtime's session
+        // holds the trunk's once more.
         let ort_session =
             setup.trunk == TrunkRuntime::Ort && !setup.cache_features && !partition.trunk.is_empty();
         let copies = if discrete {
             1
         } else if ort_session {
-            5
+            3
         } else {
-            4
+            2
         };
         let amp_casts = if setup.amp { trainable_elements * 2 } else { 0 };
         let grad = requiring_grad(graph, &partition);
@@ -460,7 +474,7 @@ impl<'a> Planner<'a> {
         } else {
             (0, 0)
         };
-        let components = Components {
+        let mut components = Components {
             runtime,
             weights: weight_bytes * copies,
             gradients: trainable_bytes,
@@ -478,7 +492,16 @@ impl<'a> Planner<'a> {
             teacher: setup.teacher.map_or(0, |t| t.weights),
             teacher_pass: setup.teacher.map_or(0, |t| t.forward * b),
             teacher_outputs: setup.teacher.map_or(0, |t| t.outputs * b),
+            allocator: 0,
         };
+        if !discrete {
+            let served = weight_bytes
+                + components.gradients
+                + components.optimizer
+                + components.averages
+                + components.pass_phase();
+            components.allocator = (served as f64 * POOL_SLACK) as u64;
+        }
         let plain = if setup.checkpoint {
             head_phase(graph, storages, &partition, &grad, false)
         } else {

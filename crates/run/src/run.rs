@@ -348,7 +348,6 @@ fn execute(
         _ => MemoryPool::Cpu,
     };
     observer.memory_pool(pool);
-    configure(&mut trainer, &spec, dir, pool, options)?;
     let setup = planner::setup_of(
         &spec.settings,
         trainable,
@@ -358,6 +357,11 @@ fn execute(
         teacher_cost,
     );
     let mut estimate = planner::estimate_json(&start.model, &inspection, &preset, &setup);
+    // The student, its trunk and the planner have what they need from the decoded model; its
+    // weights (the protobuf's and the IR's) are two copies the rest of the run does not read.
+    start.model.release_initializers();
+    // After the release: a memory cap counts from the resident set the training starts with.
+    configure(&mut trainer, &spec, dir, pool, options)?;
     tracing::info!(
         "planner ({}): estimated peak {} MB for this run{}",
         preset.name,

@@ -1,12 +1,14 @@
 //! Checkpoints of a run: the trained weights, their average, the optimiser's state and the
 //! progress (the position in the epoch included), in one file that a run resumes from exactly.
 //!
-//! libtorch serialises into memory and the file is written by [`headroom_core::fsio::write_atomic`]:
-//! a full disk or any other I/O failure is an error naming the file, the temporary is removed and
-//! the previous checkpoint stays whole (libtorch's own file writer reports a failed write from a
-//! destructor, which aborts the process).
+//! libtorch serialises into the temporary of [`headroom_core::fsio::write_atomic_with`] as it goes
+//! (not into memory: a whole copy was the run's peak): a full disk or any other I/O failure is an
+//! error naming the file, the temporary is removed and the previous checkpoint stays whole. The
+//! writer never fails towards libtorch (its own file writer reports a failed write from a
+//! destructor, which aborts the process): it keeps the first error and reports it after.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +17,53 @@ use tch::Tensor;
 use crate::state::Progress;
 use crate::trainer::{Optimizer, Trainer};
 use crate::{Error, Result};
+
+/// Where libtorch writes a checkpoint: the temporary file, buffered. It never reports an error to
+/// libtorch (a failed write thrown through its archive writer can reach a destructor, which
+/// aborts): the first error is kept, later bytes are dropped, and [`Sink::finish`] returns it.
+#[derive(Clone)]
+struct Sink(std::sync::Arc<std::sync::Mutex<SinkState>>);
+
+struct SinkState {
+    out: std::io::BufWriter<std::fs::File>,
+    written: u64,
+    error: Option<std::io::Error>,
+}
+
+impl Sink {
+    fn new(file: std::fs::File) -> Sink {
+        let state = SinkState { out: std::io::BufWriter::new(file), written: 0, error: None };
+        Sink(std::sync::Arc::new(std::sync::Mutex::new(state)))
+    }
+
+    /// Flushes what is buffered; the bytes written, or the first error.
+    fn finish(&self) -> std::io::Result<u64> {
+        let mut state = self.0.lock().map_err(|_| std::io::Error::other("a checkpoint writer panicked"))?;
+        if let Some(e) = state.error.take() {
+            return Err(e);
+        }
+        state.out.flush()?;
+        Ok(state.written)
+    }
+}
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut state) = self.0.lock()
+            && state.error.is_none()
+        {
+            match state.out.write_all(buf) {
+                Ok(()) => state.written += buf.len() as u64,
+                Err(e) => state.error = Some(e),
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// The JSON inside a checkpoint.
 #[derive(Serialize, Deserialize)]
@@ -34,7 +83,7 @@ impl Trainer<'_> {
         let started = std::time::Instant::now();
         let mut named: Vec<(String, Tensor)> = Vec::new();
         for (n, p) in self.student.parameters() {
-            named.push((format!("param/{n}"), p.detach().copy()));
+            named.push((format!("param/{n}"), p.detach()));
         }
         for (n, e) in self.ema.tensors() {
             named.push((format!("ema/{n}"), e.shallow_clone()));
@@ -59,14 +108,22 @@ impl Trainer<'_> {
         })
         .map_err(|e| Error::File { path: path.to_path_buf(), reason: e.to_string() })?;
         named.push(("state".into(), Tensor::from_slice(&state)));
-        let mut bytes = Vec::new();
-        Tensor::save_multi_to_stream(&named, &mut bytes)?;
-        headroom_core::fsio::write_atomic(path, &bytes)?;
+        // Streamed into the temporary file: a serialised copy of everything in memory at once was
+        // the run's peak (+46 MiB at 640 for YOLOv8n, docs/BENCHMARKS.md "The allocator").
+        let mut written = 0;
+        headroom_core::fsio::write_atomic_with(path, |out| {
+            let sink = Sink::new(out.get_ref().try_clone()?);
+            Tensor::save_multi_to_stream(&named, sink.clone()).map_err(|e| {
+                std::io::Error::other(crate::error::torch_message(&e.to_string()).to_string())
+            })?;
+            written = sink.finish()?;
+            Ok(())
+        })?;
         self.saved_at.set(std::time::Instant::now());
         tracing::debug!(
             "checkpoint {} written: {:.1} MB in {:.3} s",
             path.display(),
-            bytes.len() as f64 / 1e6,
+            written as f64 / 1e6,
             started.elapsed().as_secs_f64()
         );
         Ok(())

@@ -28,8 +28,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub const MIN_BYTES: usize = 128 * 1024;
 
 /// The default headroom above the most ever in use that the heap's resident pages may take before
-/// its free pages go back to the system: 0.25 (docs/BENCHMARKS.md "The allocator").
-pub const DEFAULT_SLACK: f64 = 0.25;
+/// its free pages go back to the system: 0.25 (docs/BENCHMARKS.md "The allocator"), the planner's
+/// [`headroom_plan::memory::POOL_SLACK`], which counts it.
+pub const DEFAULT_SLACK: f64 = headroom_plan::memory::POOL_SLACK;
 
 const PAGE: usize = 4096;
 
