@@ -171,9 +171,9 @@ pub struct Args {
     #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0, hide = true)]
     pub memory_cap_after: u64,
     /// How freed tensor memory is reused (a process setting, not saved with the run): pooled (the
-    /// default: a best-fit heap kept within 1.25x the most ever in use; --train all at 640, batch
-    /// 2: 9.2 s/epoch at 465 MB), compact (every block above 128 KiB mapped fresh and unmapped:
-    /// 29.3 s at 425 MB) or fast (glibc's defaults: 9.2 s at 676 MB). docs/TRAIN.md "Memory".
+    /// default: a best-fit heap kept within 1.25x the most ever in use: fast's speed at about
+    /// compact's memory), compact (every block above 128 KiB mapped fresh and unmapped: 2.5-3.6x
+    /// slower on a CPU) or fast (glibc's defaults: up to 1.5x the memory). docs/TRAIN.md "Memory".
     #[arg(long, value_enum, default_value_t = AllocatorArg::Pooled)]
     pub allocator: AllocatorArg,
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
