@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: tests the install scripts' logic against stubs (seconds), installs the
+# The README's test command: tests the install scripts' logic against stubs and docs/ARCHITECTURE.md's
+# crate dependency table against the manifests (seconds), installs the
 # native dependencies (scripts/setup.sh), then runs every test of the workspace with libtorch and ONNX Runtime for real, clippy and rustfmt,
 # then every test again against the oldest supported libraries (libtorch 2.5.1, ONNX Runtime 1.20.1),
 # and the install bundle with an empty environment (scripts/tests/bundle.sh). The field loop's kill
@@ -23,6 +24,9 @@ stage "install-logic tests (scripts/tests/install_logic.sh)"
 bash scripts/tests/install_logic.sh || fail "the install scripts' logic (see the FAIL lines above)"
 stage "the Jetson route's logic (scripts/tests/jetson_bundle_logic.sh)"
 bash scripts/tests/jetson_bundle_logic.sh || fail "scripts/jetson-bundle.sh's logic (see the FAIL lines above)"
+
+stage "the crate dependencies as docs/ARCHITECTURE.md draws them (scripts/tests/architecture.sh)"
+bash scripts/tests/architecture.sh || fail "docs/ARCHITECTURE.md's dependency table (see the FAIL lines above)"
 
 stage "native dependencies (scripts/setup.sh)"
 scripts/setup.sh || fail "scripts/setup.sh (see its message above)"
