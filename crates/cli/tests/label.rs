@@ -65,7 +65,7 @@ mod with_onnxruntime {
                 .expect("json");
         assert_eq!(saved, manifest);
         let model_bytes = std::fs::read(demo_model()).expect("model");
-        assert_eq!(manifest["teacher"]["sha256"], headroom_infer::label::output::sha256_hex(&model_bytes));
+        assert_eq!(manifest["teacher"]["sha256"], headroom_core::hash::sha256_hex(&model_bytes));
 
         let mut detector = Detector::open(&demo_model(), &SessionOptions::default()).expect("detector");
         let mut boxes = 0;

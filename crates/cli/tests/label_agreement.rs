@@ -311,7 +311,7 @@ mod with_onnxruntime {
                 let path = images.join(&image.file);
                 let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert_eq!(
-                    headroom_infer::label::output::sha256_hex(&bytes),
+                    headroom_core::hash::sha256_hex(&bytes),
                     image.sha256,
                     "{}: `headroom synth` no longer makes the golden's image; rerun \
                      scripts/fixtures/predict_golden.py",

@@ -7,6 +7,7 @@
 //!   letterboxes without enlarging) and the pixel space each matches boxes in.
 //! - [`dataset`]: the Ultralytics dataset layout (`data.yaml`, images/ ↔ labels/) and COCO JSON.
 //! - [`metrics`]: precision, recall, AP per class, mAP50 and mAP50-95 as Ultralytics computes them.
+//! - [`hash`]: SHA-256 of bytes and of files, as hex.
 //! - [`synth`]: the deterministic synthetic shapes generator behind `headroom synth`.
 //!
 //! Nothing here links a native library: this crate builds and tests on any target.
@@ -15,6 +16,7 @@ pub mod boxes;
 pub mod dataset;
 mod error;
 pub mod fsio;
+pub mod hash;
 pub mod imageio;
 pub mod letterbox;
 pub mod metrics;

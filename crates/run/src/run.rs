@@ -23,6 +23,7 @@ use crate::folder::{self, RESULTS_FILE};
 use crate::inputs::Inputs;
 use crate::observer::{EpochReport, Observer};
 use crate::spec::{RunSpec, SPEC_FILE, TrunkKind};
+use crate::val_plots::evaluate;
 use crate::{Error, Result, device, planner, teacher, trunk};
 
 /// How a run is carried out (what does not shape its result).
@@ -120,7 +121,7 @@ struct Start {
 
 fn starting_model(spec: &RunSpec, threads: usize) -> Result<Start> {
     let bytes = std::fs::read(&spec.model).map_err(|e| headroom_core::Error::io(&spec.model, e))?;
-    let base_sha = headroom_infer::label::output::sha256_hex(&bytes);
+    let base_sha = headroom_core::hash::sha256_hex(&bytes);
     let model = Model::from_bytes(&bytes, &spec.model)?;
     let inputs = Inputs::read(spec, &headroom_onnx::inspect::inspect(&model)?)?;
     if spec.renorm == 0 {
@@ -639,26 +640,6 @@ fn finish_epoch(
     let best = if better { Some(metrics.fitness) } else { best };
     let epochs = trainer.config().epochs;
     Ok((EpochReport { stats, epochs, metrics, best: better }, best))
-}
-
-fn evaluate(
-    model: &Path,
-    names: &[String],
-    images: &[headroom_core::dataset::ImageRecord],
-    threads: usize,
-) -> Result<headroom_core::metrics::Metrics> {
-    let mut detector = open_detector(model, threads)?;
-    Ok(headroom_infer::eval::val_metrics(&mut detector, images, names)?)
-}
-
-/// An ONNX Runtime session of `model` for validation, on `threads` threads (0: its default).
-pub(crate) fn open_detector(model: &Path, threads: usize) -> Result<headroom_infer::detector::Detector> {
-    let options = headroom_infer::provider::SessionOptions {
-        intra_threads: threads,
-        spinning: false,
-        ..Default::default()
-    };
-    Ok(headroom_infer::detector::Detector::open(model, &options)?)
 }
 
 /// `best.onnx` once more on the val split, as Ultralytics validates the best weights at the end: its

@@ -25,7 +25,7 @@ pub(crate) fn final_validation(
     images: &[ImageRecord],
     threads: usize,
 ) -> Result<Metrics> {
-    let mut detector = crate::run::open_detector(model, threads)?;
+    let mut detector = open_detector(model, threads)?;
     let report = headroom_infer::eval::evaluate(
         &mut detector,
         images,
@@ -36,6 +36,27 @@ pub(crate) fn final_validation(
     )?;
     write_val_plots(dir, &report, images);
     Ok(report.metrics)
+}
+
+/// `model`'s val metrics on `images` (the epoch's validation).
+pub(crate) fn evaluate(
+    model: &Path,
+    names: &[String],
+    images: &[headroom_core::dataset::ImageRecord],
+    threads: usize,
+) -> Result<headroom_core::metrics::Metrics> {
+    let mut detector = open_detector(model, threads)?;
+    Ok(headroom_infer::eval::val_metrics(&mut detector, images, names)?)
+}
+
+/// An ONNX Runtime session of `model` for validation, on `threads` threads (0: its default).
+pub(crate) fn open_detector(model: &Path, threads: usize) -> Result<headroom_infer::detector::Detector> {
+    let options = headroom_infer::provider::SessionOptions {
+        intra_threads: threads,
+        spinning: false,
+        ..Default::default()
+    };
+    Ok(headroom_infer::detector::Detector::open(model, &options)?)
 }
 
 /// Writes the PR curve, both confusion matrices and the two mosaics of `report` (an evaluation of

@@ -2,14 +2,11 @@
 //! TensorRT it was built with), and described by a JSON sidecar `<engine>.json` beside the raw plan.
 
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use crate::trtexec::Precision;
 use crate::{Error, Result};
 
 /// A TensorRT version.
@@ -72,6 +69,32 @@ impl TryFrom<String> for TrtVersion {
     type Error = String;
     fn try_from(text: String) -> Result<TrtVersion, String> {
         text.parse()
+    }
+}
+
+/// The precision of an engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Precision {
+    /// float16 kernels allowed (`--fp16`).
+    Fp16,
+    /// A Q/DQ (explicitly quantized) model: int8 where the model says, float16 elsewhere.
+    Int8Qdq,
+    /// Implicit INT8 from a TensorRT calibration cache (TensorRT ≤ 10), float16 elsewhere.
+    Int8Cache {
+        /// The cache (`headroom_onnx::calib_cache`).
+        cache: PathBuf,
+    },
+}
+
+impl Precision {
+    /// Its name in engine file names and sidecars: `fp16`, `int8-qdq`, `int8-cache`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Precision::Fp16 => "fp16",
+            Precision::Int8Qdq => "int8-qdq",
+            Precision::Int8Cache { .. } => "int8-cache",
+        }
     }
 }
 
@@ -168,22 +191,6 @@ impl EngineInfo {
     }
 }
 
-/// sha256 of a file, as 64 lowercase hex digits.
-pub fn sha256_file(path: &Path) -> Result<String> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buffer).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,7 +241,7 @@ mod tests {
             tensorrt: v("10.3.0"),
             gpu: "Orin".into(),
             device: "orin-nano-8".into(),
-            onnx_sha256: sha256_file(&onnx).expect("hash"),
+            onnx_sha256: headroom_core::hash::sha256_file(&onnx).expect("hash"),
             calibration_sha256: None,
             headroom_version: "0.1.0".into(),
         };

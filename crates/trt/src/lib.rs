@@ -15,9 +15,9 @@ pub mod trtexec;
 
 use std::path::PathBuf;
 
-pub use engine::{EngineInfo, InputShape, TrtVersion, engine_file_name, sha256_file};
+pub use engine::{EngineInfo, InputShape, Precision, TrtVersion, engine_file_name};
 pub use trtexec::{
-    BuildOutput, EngineRequest, JETPACK_TRTEXEC, Precision, Shapes, build_engine, build_engine_unpublished,
+    BuildOutput, EngineRequest, JETPACK_TRTEXEC, Shapes, build_engine, build_engine_unpublished,
     build_engine_with, find_trtexec, find_trtexec_in, trtexec_args,
 };
 

@@ -12,37 +12,11 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::TrtVersion;
+use crate::engine::{Precision, TrtVersion};
 use crate::{Error, Result};
 
 /// Where JetPack installs `trtexec` (not on `PATH`).
 pub const JETPACK_TRTEXEC: &str = "/usr/src/tensorrt/bin/trtexec";
-
-/// The precision of an engine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Precision {
-    /// float16 kernels allowed (`--fp16`).
-    Fp16,
-    /// A Q/DQ (explicitly quantized) model: int8 where the model says, float16 elsewhere.
-    Int8Qdq,
-    /// Implicit INT8 from a TensorRT calibration cache (TensorRT ≤ 10), float16 elsewhere.
-    Int8Cache {
-        /// The cache (`headroom_onnx::calib_cache`).
-        cache: PathBuf,
-    },
-}
-
-impl Precision {
-    /// Its name in engine file names and sidecars: `fp16`, `int8-qdq`, `int8-cache`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Precision::Fp16 => "fp16",
-            Precision::Int8Qdq => "int8-qdq",
-            Precision::Int8Cache { .. } => "int8-cache",
-        }
-    }
-}
 
 /// The input shapes an engine is built for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

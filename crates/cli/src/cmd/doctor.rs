@@ -73,7 +73,7 @@ fn check_onnxruntime(model: Option<PathBuf>) -> Check {
                     detail: format!(
                         "ONNX Runtime {} from {from} (providers: {}) — {detail}",
                         version.as_deref().unwrap_or("(version unknown)"),
-                        super::version::providers()
+                        providers()
                     ),
                     library,
                     version,
@@ -87,6 +87,29 @@ fn check_onnxruntime(model: Option<PathBuf>) -> Check {
         let _ = (model, SessionOptions::default());
         Check::failed("built without the `onnxruntime` feature".into())
     }
+}
+
+/// The loaded ONNX Runtime's providers, short names (`TensorRT, CUDA, CPU`), with a note for the ones
+/// this binary was built without.
+#[cfg(feature = "onnxruntime")]
+pub(super) fn providers() -> String {
+    let names = headroom_infer::runtime::available_providers();
+    if names.is_empty() {
+        return "unknown".into();
+    }
+    names
+        .iter()
+        .map(|name| {
+            let short = name.strip_suffix("ExecutionProvider").unwrap_or(name);
+            let off = match short {
+                "CUDA" if !cfg!(feature = "cuda") => " (not built in: feature `cuda`)",
+                "Tensorrt" if !cfg!(feature = "tensorrt") => " (not built in: feature `tensorrt`)",
+                _ => "",
+            };
+            format!("{short}{off}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The version of the libtorch at `library` (a `libtorch_cpu.so` as mapped): a wheel's

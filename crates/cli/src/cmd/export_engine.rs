@@ -115,7 +115,7 @@ pub(super) fn build_engines(
                     tensorrt: version,
                     gpu: built.gpu.unwrap_or_else(|| "unknown".into()),
                     device: board.clone(),
-                    onnx_sha256: headroom_trt::sha256_file(&read_from).map_err(|e| e.to_string())?,
+                    onnx_sha256: headroom_core::hash::sha256_file(&read_from).map_err(|e| e.to_string())?,
                     calibration_sha256: None,
                     headroom_version: env!("CARGO_PKG_VERSION").into(),
                 };

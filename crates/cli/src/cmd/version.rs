@@ -48,29 +48,6 @@ fn libtorch() -> String {
     )
 }
 
-/// The loaded ONNX Runtime's providers, short names (`TensorRT, CUDA, CPU`), with a note for the ones
-/// this binary was built without.
-#[cfg(feature = "onnxruntime")]
-pub(super) fn providers() -> String {
-    let names = headroom_infer::runtime::available_providers();
-    if names.is_empty() {
-        return "unknown".into();
-    }
-    names
-        .iter()
-        .map(|name| {
-            let short = name.strip_suffix("ExecutionProvider").unwrap_or(name);
-            let off = match short {
-                "CUDA" if !cfg!(feature = "cuda") => " (not built in: feature `cuda`)",
-                "Tensorrt" if !cfg!(feature = "tensorrt") => " (not built in: feature `tensorrt`)",
-                _ => "",
-            };
-            format!("{short}{off}")
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn onnxruntime() -> String {
     #[cfg(feature = "onnxruntime")]
     {
@@ -79,7 +56,7 @@ fn onnxruntime() -> String {
                 "API {ORT_API} (ONNX Runtime {ORT_API} or newer); loaded {} from {}; providers: {}",
                 headroom_infer::runtime::loaded_version().as_deref().unwrap_or("(version unknown)"),
                 headroom_infer::runtime::library_path().display(),
-                providers()
+                super::doctor::providers()
             ),
             Err(e) => format!("API {ORT_API} (ONNX Runtime {ORT_API} or newer); not loaded: {e}"),
         }

@@ -24,8 +24,7 @@ mod writer;
 use image::RgbImage;
 use rand::SeedableRng;
 
-pub use preset::{Preset, PresetParams};
-pub use texture::Texture;
+pub use preset::{Preset, PresetParams, Texture};
 pub use writer::{MANIFEST_FILE, SynthManifest, SynthSummary, write_dataset, write_dataset_with_threads};
 
 use crate::dataset::labels::YoloLabel;

@@ -3,7 +3,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::texture::Texture;
 use crate::{Error, Result};
 
 /// Which distribution the images are drawn from. Both presets draw the same classes.
@@ -68,6 +67,24 @@ impl FromStr for Preset {
             message: format!("`{text}` is not a preset; expected base, field, dusk, blur or small"),
         })
     }
+}
+
+/// A background pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Texture {
+    /// A linear ramp between the two colours in a random direction.
+    Gradient,
+    /// Parallel stripes at a random angle, from soft (sine-like) to hard-edged.
+    Stripes,
+    /// A rotated checkerboard.
+    Checker,
+    /// Two octaves of value noise: large soft blotches.
+    SmoothNoise,
+    /// Four octaves of value noise: fine grain such as gravel or foliage.
+    RoughNoise,
+    /// Value noise stretched along a random direction: grass, wood grain, brushed metal.
+    Streaks,
 }
 
 /// The knobs of a preset. Every `(lo, hi)` pair is a range sampled uniformly once per image

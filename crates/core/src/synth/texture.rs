@@ -5,25 +5,7 @@ use rand::RngExt;
 
 use super::SynthRng;
 use super::math::{hsv, lattice, sin_cos_turns, smoothstep, uniform};
-use super::preset::PresetParams;
-
-/// A background pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Texture {
-    /// A linear ramp between the two colours in a random direction.
-    Gradient,
-    /// Parallel stripes at a random angle, from soft (sine-like) to hard-edged.
-    Stripes,
-    /// A rotated checkerboard.
-    Checker,
-    /// Two octaves of value noise: large soft blotches.
-    SmoothNoise,
-    /// Four octaves of value noise: fine grain such as gravel or foliage.
-    RoughNoise,
-    /// Value noise stretched along a random direction: grass, wood grain, brushed metal.
-    Streaks,
-}
+use super::preset::{PresetParams, Texture};
 
 /// The pattern of one image, with everything sampled up front.
 struct Pattern {

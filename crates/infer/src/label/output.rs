@@ -115,11 +115,6 @@ pub fn plan_jobs(images: &Path, dataset: &Path) -> Result<(Vec<Job>, Vec<Skipped
     Ok((jobs, skipped))
 }
 
-/// SHA-256 of `bytes`, as lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Whether `job` is finished (and `force` is off), or else where its labels go.
 pub fn job_state(job: &Job, force: bool) -> JobState {
     let conflict = || Conflict {

@@ -332,7 +332,13 @@ fn teacher_info(detector: &Detector) -> Result<TeacherInfo> {
         }
     };
     let (w, h) = detector.input_size();
-    Ok(TeacherInfo { path, sha256: output::sha256_hex(&bytes), input_size: [w, h], layout, names })
+    Ok(TeacherInfo {
+        path,
+        sha256: headroom_core::hash::sha256_hex(&bytes),
+        input_size: [w, h],
+        layout,
+        names,
+    })
 }
 
 /// Creates the dataset folder, refuses to mix in another teacher's labels, and clears temporaries a
