@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use crate::{bail, ensure};
+
 /// The shorthands systemd accepts (case-insensitive).
 const SHORTHANDS: [&str; 10] = [
     "minutely",
@@ -21,9 +23,9 @@ const SHORTHANDS: [&str; 10] = [
 const WEEKDAYS: [&str; 7] = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
 
 /// Checks `spec` as an `OnCalendar=` value; the error says what is wrong and shows valid forms.
-pub fn check(spec: &str) -> anyhow::Result<()> {
+pub fn check(spec: &str) -> crate::Result<()> {
     let examples = "e.g. `daily`, `*-*-* 02:00:00`, `Mon..Fri 03:00`, `hourly` (systemd.time(7))";
-    anyhow::ensure!(
+    ensure!(
         !spec.trim().is_empty() && !spec.contains(['\n', '\r']),
         "--on-calendar {spec:?}: one line holding a calendar event, {examples}; nothing was written"
     );
@@ -32,7 +34,7 @@ pub fn check(spec: &str) -> anyhow::Result<()> {
             Ok(out) if out.status.success() => Ok(()),
             Ok(out) => {
                 let said = String::from_utf8_lossy(&out.stderr);
-                anyhow::bail!(
+                bail!(
                     "--on-calendar {spec:?}: not a calendar event ({} says: {}); {examples}; nothing was written",
                     tool.display(),
                     said.lines().next().unwrap_or("").trim()
@@ -45,11 +47,11 @@ pub fn check(spec: &str) -> anyhow::Result<()> {
     }
 }
 
-fn grammar_error(spec: &str, examples: &str) -> anyhow::Result<()> {
+fn grammar_error(spec: &str, examples: &str) -> crate::Result<()> {
     check_grammar(spec).map_err(|why| {
-        anyhow::anyhow!(
+        crate::Error::refused(format!(
             "--on-calendar {spec:?}: not a calendar event ({why}); {examples}; nothing was written"
-        )
+        ))
     })
 }
 

@@ -9,21 +9,16 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+use crate::{Context as _, bail, ensure};
 use headroom_core::fsio::Ownership;
 
-use super::inputs::{DetectorFacts, detector};
-use super::kill_point;
+use crate::faults::kill_point;
+use crate::inputs::{DetectorFacts, detector};
+use headroom_core::hash::sha256_file;
 
 /// The scratch copy of the deployed model a rollback makes before anything moves (in the state
 /// folder); its presence marks a rollback in progress.
 const ROLLBACK_CURRENT: &str = "rollback-current.onnx";
-
-/// SHA-256 of a file, as lowercase hex.
-pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(headroom_infer::label::output::sha256_hex(&bytes))
-}
 
 /// `<deployed>.prev` (beside the path given, also when it is a symbolic link).
 pub fn previous_path(deployed: &Path) -> PathBuf {
@@ -34,7 +29,7 @@ pub fn previous_path(deployed: &Path) -> PathBuf {
 
 /// The file that writing `path` replaces: `path` itself, or, when it is a symbolic link, the file
 /// at the end of its chain of links (which need not exist).
-pub fn link_target(path: &Path) -> anyhow::Result<PathBuf> {
+pub fn link_target(path: &Path) -> crate::Result<PathBuf> {
     let mut current = path.to_path_buf();
     for _ in 0..40 {
         match std::fs::symlink_metadata(&current) {
@@ -49,15 +44,12 @@ pub fn link_target(path: &Path) -> anyhow::Result<PathBuf> {
             _ => return Ok(current),
         }
     }
-    anyhow::bail!(
-        "{}: more than 40 symbolic links in a row (a loop?): point it at the model file",
-        path.display()
-    )
+    bail!("{}: more than 40 symbolic links in a row (a loop?): point it at the model file", path.display())
 }
 
 /// Copies `src` over `dst` atomically (a synced temporary in the folder of the file `dst` names,
 /// then a rename). The file replaced keeps its owner, group and mode; a new one gets `src`'s.
-fn copy_atomic(src: &Path, dst: &Path) -> anyhow::Result<()> {
+fn copy_atomic(src: &Path, dst: &Path) -> crate::Result<()> {
     let bytes = std::fs::read(src).with_context(|| format!("reading {}", src.display()))?;
     let target = link_target(dst)?;
     let ownership = match Ownership::of(&target)? {
@@ -85,7 +77,7 @@ fn copy_atomic(src: &Path, dst: &Path) -> anyhow::Result<()> {
 /// Removes the temporaries a deploy or rollback killed midway left behind (`.<name>.<pid>.tmp` of
 /// the deployed file, its `.prev`, the file a symbolic link points to, and the rollback's scratch
 /// copy) whose process no longer runs; nothing else is touched.
-pub fn remove_stale_temporaries(deployed: &Path, work: &Path) -> anyhow::Result<()> {
+pub fn remove_stale_temporaries(deployed: &Path, work: &Path) -> crate::Result<()> {
     let name_of = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let folder_of = |p: &Path| p.parent().map(Path::to_path_buf).unwrap_or_default();
     let target = link_target(deployed)?;
@@ -107,7 +99,7 @@ pub fn remove_stale_temporaries(deployed: &Path, work: &Path) -> anyhow::Result<
 
 /// Makes `src` the deployed file, keeping the current one as `.prev`. Each step is a rename in the
 /// deployed file's folder; rerunning after a kill at any point ends in the same state.
-pub fn swap_in(deployed: &Path, src: &Path) -> anyhow::Result<()> {
+pub fn swap_in(deployed: &Path, src: &Path) -> crate::Result<()> {
     let incoming = sha256_file(src)?;
     let current = sha256_file(deployed)?;
     if current == incoming {
@@ -126,9 +118,9 @@ pub fn swap_in(deployed: &Path, src: &Path) -> anyhow::Result<()> {
 /// `headroom field rollback`: the previous model back in place, and the one rolled back from kept
 /// as `.prev` (so a second rollback undoes the first). `.prev` must be a detector with the deployed
 /// model's classes and input size; with no deployed file, `.prev` is put in its place (and kept).
-pub fn rollback(deployed: &Path, scratch: &Path) -> anyhow::Result<String> {
+pub fn rollback(deployed: &Path, scratch: &Path) -> crate::Result<String> {
     let previous = previous_path(deployed);
-    anyhow::ensure!(
+    ensure!(
         previous.is_file(),
         "no previous model to roll back to: {} does not exist (nothing was deployed by `headroom field run` here)",
         previous.display()
@@ -141,7 +133,7 @@ pub fn rollback(deployed: &Path, scratch: &Path) -> anyhow::Result<String> {
             previous.display()
         );
         copy_atomic(&previous, deployed).context("putting the previous model back")?;
-        return sha256_file(deployed);
+        return Ok(sha256_file(deployed)?);
     }
     // The current model is saved whole before anything moves; its presence marks a rollback in
     // progress, which a rerun finishes (after a kill at any point) instead of starting another.
@@ -151,7 +143,7 @@ pub fn rollback(deployed: &Path, scratch: &Path) -> anyhow::Result<String> {
     } else if sha256_file(&current)? == sha256_file(&previous)? {
         // Killed after the rollback completed, before the marker went.
         std::fs::remove_file(&current).with_context(|| format!("removing {}", current.display()))?;
-        return sha256_file(deployed);
+        return Ok(sha256_file(deployed)?);
     } else {
         tracing::info!("finishing the rollback that was interrupted ({} exists)", current.display());
     }
@@ -161,27 +153,27 @@ pub fn rollback(deployed: &Path, scratch: &Path) -> anyhow::Result<String> {
     copy_atomic(&current, &previous).context("keeping the rolled-back model")?;
     std::fs::remove_file(&current).with_context(|| format!("removing {}", current.display()))?;
     tracing::info!("rolled back {}: was sha256 {before}", deployed.display());
-    sha256_file(deployed)
+    Ok(sha256_file(deployed)?)
 }
 
 /// Refuses a `.prev` the service could not use in place of the deployed model: not a detector, or
 /// other classes or another input size than the deployed one (when that one can be read).
-fn check_previous(previous: &Path, deployed: &Path) -> anyhow::Result<()> {
+fn check_previous(previous: &Path, deployed: &Path) -> crate::Result<()> {
     let refuse = |why: String| {
-        anyhow::anyhow!(
+        crate::Error::refused(format!(
             "not rolling back to {}: {why}; nothing was changed (put the model to roll back to there, or \
              deploy one with `headroom field run`)",
             previous.display()
-        )
+        ))
     };
-    let prev = detector("the previous model", previous).map_err(|e| refuse(format!("{e:#}")))?;
+    let prev = detector("the previous model", previous).map_err(|e| refuse(e.chain()))?;
     if !deployed.is_file() {
         return Ok(());
     }
     let current: DetectorFacts = match detector("--model", deployed) {
         Ok(facts) => facts,
         Err(e) => {
-            tracing::warn!("{e:#}: rolling back without comparing classes and input size");
+            tracing::warn!("{}: rolling back without comparing classes and input size", e.chain());
             return Ok(());
         }
     };

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+use crate::{Context as _, ensure};
 
 /// Files a pruned run keeps beside its small text files and plots: the trained model.
 const KEPT_MODEL: &str = "train/best.onnx";
@@ -14,7 +14,7 @@ const KEPT_EXTENSIONS: [&str; 9] = ["json", "md", "csv", "toml", "yaml", "txt", 
 
 /// Removes all but the newest `keep` runs of `history` and prunes the kept ones (the newest keeps
 /// its `export/` folder: the engines of the last candidate).
-pub fn prune_history(history: &Path, keep: usize) -> anyhow::Result<()> {
+pub fn prune_history(history: &Path, keep: usize) -> crate::Result<()> {
     let mut runs = runs_in(history)?;
     // Run ids are UTC times (`20261203T021500Z`): names sort oldest first.
     runs.sort();
@@ -31,7 +31,7 @@ pub fn prune_history(history: &Path, keep: usize) -> anyhow::Result<()> {
 }
 
 /// The run folders in `history` (none when it does not exist).
-fn runs_in(history: &Path) -> anyhow::Result<Vec<PathBuf>> {
+fn runs_in(history: &Path) -> crate::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(history) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -49,11 +49,11 @@ fn runs_in(history: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Prunes a finished or set-aside run to its small files and `train/best.onnx` (and `export/`
 /// when `keep_export`): checkpoints, the base model's copy and feature caches go.
-pub fn prune_run(run: &Path, keep_export: bool) -> anyhow::Result<()> {
+pub fn prune_run(run: &Path, keep_export: bool) -> crate::Result<()> {
     prune_dir(run, run, keep_export)
 }
 
-fn prune_dir(root: &Path, dir: &Path, keep_export: bool) -> anyhow::Result<()> {
+fn prune_dir(root: &Path, dir: &Path, keep_export: bool) -> crate::Result<()> {
     let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
@@ -90,10 +90,10 @@ fn prune_dir(root: &Path, dir: &Path, keep_export: bool) -> anyhow::Result<()> {
 /// Bytes free to this process on the file system of `path`.
 // `fsblkcnt_t` and `c_ulong` are u64 on 64-bit Linux, u32 on 32-bit targets.
 #[allow(unsafe_code, clippy::useless_conversion)]
-pub fn free_bytes(path: &Path) -> anyhow::Result<u64> {
+pub fn free_bytes(path: &Path) -> crate::Result<u64> {
     use std::os::unix::ffi::OsStrExt as _;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .with_context(|| format!("{}: a path with a NUL byte", path.display()))?;
+        .map_err(|_| crate::Error::refused(format!("{}: a path with a NUL byte", path.display())))?;
     // SAFETY: statvfs writes into the zeroed struct we own; `c` is a valid NUL-terminated path.
     let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {
@@ -112,9 +112,9 @@ pub fn needed_bytes(model_bytes: u64) -> u64 {
 }
 
 /// Refuses to train when the file system of `run` has less free than [`needed_bytes`].
-pub fn check_free_space(run: &Path, model_bytes: u64) -> anyhow::Result<()> {
+pub fn check_free_space(run: &Path, model_bytes: u64) -> crate::Result<()> {
     let (free, needed) = (free_bytes(run)?, needed_bytes(model_bytes));
-    anyhow::ensure!(
+    ensure!(
         free >= needed,
         "{} has {} free and this night's training and export need about {}: free space there (or give \
          --work another disk, or lower --keep-runs)",

@@ -9,7 +9,8 @@ use headroom_core::metrics::Metrics;
 use headroom_core::metrics::bootstrap::{BootstrapOptions, PairedDifference, paired_map_difference};
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::preset::GateSettings;
+use crate::{Context as _, ensure};
+use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
 
 /// One condition of the gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,7 +89,7 @@ pub fn bootstrap(
     deployed: &headroom_core::metrics::DetectionStats,
     nc: usize,
     settings: &GateSettings,
-) -> anyhow::Result<PairedDifference> {
+) -> crate::Result<PairedDifference> {
     let options = BootstrapOptions {
         resamples: settings.resamples,
         confidence: settings.confidence,
@@ -162,6 +163,142 @@ pub fn decide(
         settings: settings.clone(),
         conditions,
     }
+}
+
+/// When `headroom field run` deploys a candidate (docs/FIELD.md "The gate"). Points are mAP50-95
+/// × 100.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GateSettings {
+    /// The lower end of the paired bootstrap interval of the candidate's mAP50-95 gain on the holdout
+    /// must be at least this many points (0.1: a gain above the holdout's noise; −100: any).
+    pub min_gain: f64,
+    /// Two-sided confidence of the paired bootstrap interval over holdout images.
+    pub confidence: f64,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Seed of the resampling (the same run gives the same interval).
+    pub seed: u64,
+    /// Points of mAP50-95 the old-scene set (`--old`) may lose.
+    pub old_tolerance: f64,
+    /// Points of AP50-95 any class of the holdout may lose.
+    pub class_tolerance: f64,
+}
+
+impl Default for GateSettings {
+    fn default() -> Self {
+        GateSettings {
+            min_gain: 0.1,
+            confidence: 0.95,
+            resamples: 1000,
+            seed: 0,
+            old_tolerance: 1.0,
+            class_tolerance: 5.0,
+        }
+    }
+}
+
+impl GateSettings {
+    /// Refuses a setting out of its range, naming its key (`gate.confidence 1.5 is not in (0, 1)`).
+    pub fn check(&self) -> Result<(), String> {
+        let points = |v: f64| v.is_finite() && (0.0..=100.0).contains(&v);
+        if !(self.min_gain.is_finite() && (-100.0..=100.0).contains(&self.min_gain)) {
+            return Err(format!("gate.min_gain {} is not points in -100..=100", self.min_gain));
+        }
+        if !points(self.old_tolerance) || !points(self.class_tolerance) {
+            return Err("gate.old_tolerance and gate.class_tolerance are points in 0..=100".into());
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(format!("gate.confidence {} is not in (0, 1)", self.confidence));
+        }
+        if !(1..=100_000).contains(&self.resamples) {
+            return Err(format!("gate.resamples {} is not in 1..=100000", self.resamples));
+        }
+        Ok(())
+    }
+}
+
+/// The candidate and the deployed model (in a run: `<run>/train/best.onnx` and the model as the run
+/// found it, `<run>/base.onnx`) on the holdout and the old scenes, and the gate's decision.
+#[cfg(feature = "onnxruntime")]
+pub fn evaluate_gate(
+    candidate: &Path,
+    base: &Path,
+    holdout: &Path,
+    old: Option<&Path>,
+    names: &[String],
+    settings: &GateSettings,
+    session: &headroom_infer::provider::SessionOptions,
+) -> crate::Result<GateReport> {
+    // Each model is opened once and evaluated on every set.
+    let sets: Vec<(&Path, &str)> =
+        std::iter::once((holdout, "--holdout")).chain(old.map(|o| (o, "--old"))).collect();
+    let splits = sets
+        .iter()
+        .map(|(data, flag)| labelled_split(&DataConfig::load(data)?, flag))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let mut reports: Vec<Vec<headroom_infer::eval::EvalReport>> = vec![Vec::new(); 2];
+    for (m, model) in [candidate, base].into_iter().enumerate() {
+        let mut detector = headroom_infer::detector::Detector::open(model, session)?;
+        for ((data, flag), split) in sets.iter().zip(&splits) {
+            let report = headroom_infer::eval::evaluate(
+                &mut detector,
+                &split.images,
+                names,
+                &headroom_infer::decode::DecodeOptions::val(),
+                headroom_core::preprocess::Preprocess::Val,
+                |_| {},
+            )
+            .with_context(|| format!("evaluating {} on {flag} {}", model.display(), data.display()))?;
+            reports[m].push(report);
+        }
+    }
+    let (hc, hb) = (&reports[0][0], &reports[1][0]);
+    let difference = bootstrap(&hc.stats, &hb.stats, names.len(), settings)?;
+    let without_labels = |set: usize| splits[set].report.labels_missing;
+    let holdout_pair = Pair {
+        data: holdout,
+        candidate: &hc.metrics,
+        deployed: &hb.metrics,
+        without_labels: without_labels(0),
+    };
+    let old_pair = old.map(|data| Pair {
+        data,
+        candidate: &reports[0][1].metrics,
+        deployed: &reports[1][1].metrics,
+        without_labels: without_labels(1),
+    });
+    Ok(decide(settings, &holdout_pair, difference, old_pair.as_ref(), names))
+}
+
+/// The val split of a gate set, refused when no image of it has a label file; images without one
+/// are warned about, with their count.
+pub fn check_labelled(config: &DataConfig, flag: &str) -> crate::Result<headroom_core::dataset::LoadedSplit> {
+    let split = labelled_split(config, flag)?;
+    let missing = split.report.labels_missing;
+    if missing > 0 {
+        tracing::warn!(
+            "{flag} {}: {missing} of the {} images of its val split have no label file; each counts as \
+             background (an image with no objects), so every detection on it is a false positive: give \
+             each a label file (an empty one for an image that has no objects)",
+            config.file.display(),
+            split.report.images_listed
+        );
+    }
+    Ok(split)
+}
+
+/// The val split of a gate set, refused when no image of it has a label file.
+fn labelled_split(config: &DataConfig, flag: &str) -> crate::Result<headroom_core::dataset::LoadedSplit> {
+    let data = &config.file;
+    let split = load_split(config, Split::Val, LoadOptions { strict: false })
+        .with_context(|| format!("{flag} {}", data.display()))?;
+    ensure!(
+        split.report.labels_found > 0,
+        "{flag} {}: no image of its val split has a label file: the gate needs labelled images",
+        data.display()
+    );
+    Ok(split)
 }
 
 #[cfg(test)]

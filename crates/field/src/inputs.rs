@@ -4,10 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-
-use super::RunArgs;
-use super::report;
+use crate::{Context as _, bail, ensure};
 
 /// What a model that replaces the deployed one must share with it.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,9 +17,10 @@ pub struct DetectorFacts {
 
 /// Reads `path` as a detector, as `field run` checks the deployed model: an ONNX file headroom
 /// reads as a detector, with class names. Errors name `flag` and the file.
-pub fn detector(flag: &str, path: &Path) -> anyhow::Result<DetectorFacts> {
+pub fn detector(flag: &str, path: &Path) -> crate::Result<DetectorFacts> {
     // The model's errors name the file: say which flag gave it.
-    let model = headroom_onnx::Model::load(path).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+    let model =
+        headroom_onnx::Model::load(path).map_err(|e| crate::Error::refused(format!("{flag}: {e}")))?;
     let inspection = headroom_onnx::inspect::inspect(&model)
         .with_context(|| format!("{flag} {}: not a detector headroom can read", path.display()))?;
     let names = inspection.names.with_context(|| {
@@ -35,22 +33,22 @@ pub fn detector(flag: &str, path: &Path) -> anyhow::Result<DetectorFacts> {
 }
 
 /// The class names of a detector.
-pub fn class_names(flag: &str, path: &Path) -> anyhow::Result<Vec<String>> {
+pub fn class_names(flag: &str, path: &Path) -> crate::Result<Vec<String>> {
     Ok(detector(flag, path)?.names)
 }
 
 /// A file that must exist, made absolute (a symbolic link stays one: the deployed path is the
 /// link the service reads).
-pub fn absolute_file(flag: &str, path: &Path) -> anyhow::Result<PathBuf> {
-    anyhow::ensure!(!path.is_dir(), "{flag} {}: is a folder; give the file", path.display());
-    anyhow::ensure!(path.is_file(), "{flag} {}: no such file", path.display());
+pub fn absolute_file(flag: &str, path: &Path) -> crate::Result<PathBuf> {
+    ensure!(!path.is_dir(), "{flag} {}: is a folder; give the file", path.display());
+    ensure!(path.is_file(), "{flag} {}: no such file", path.display());
     std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))
 }
 
 /// The state folder (`--work`, else `.headroom-field` beside the deployed file), created. With
 /// `images` (a run), one inside the folder of new images is refused before anything is written:
 /// the run would label its own files (plots, previews, exported images) as new images.
-pub fn work_dir(work: Option<&Path>, deployed: &Path, images: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub fn work_dir(work: Option<&Path>, deployed: &Path, images: Option<&Path>) -> crate::Result<PathBuf> {
     let given = work.is_some();
     let work = match work {
         Some(w) => std::path::absolute(w)?,
@@ -64,7 +62,7 @@ pub fn work_dir(work: Option<&Path>, deployed: &Path, images: Option<&Path>) -> 
             } else {
                 format!("the state folder {} (the default, beside --model)", work.display())
             };
-            anyhow::bail!(
+            bail!(
                 "{which} is inside --images {}: the run would label its own files as new images; give \
                  --work a folder outside {}",
                 images.display(),
@@ -72,7 +70,7 @@ pub fn work_dir(work: Option<&Path>, deployed: &Path, images: Option<&Path>) -> 
             );
         }
     }
-    anyhow::ensure!(
+    ensure!(
         !work.exists() || work.is_dir(),
         "the state folder {} exists and is not a folder: give --work another path",
         work.display()
@@ -86,7 +84,7 @@ pub fn work_dir(work: Option<&Path>, deployed: &Path, images: Option<&Path>) -> 
 /// deployed model, so that two models in one folder never share a run. The layout of earlier
 /// versions (one `.headroom-field` holding `run/`, `labelled/`, `history/` directly) is moved into
 /// the folder of the first model run after the upgrade, unless its run records another model.
-fn default_work(deployed: &Path) -> anyhow::Result<PathBuf> {
+fn default_work(deployed: &Path) -> crate::Result<PathBuf> {
     let root = deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field");
     let name =
         deployed.file_name().with_context(|| format!("--model {}: no file name", deployed.display()))?;
@@ -95,7 +93,7 @@ fn default_work(deployed: &Path) -> anyhow::Result<PathBuf> {
     if work.exists() || !LEGACY.iter().any(|entry| root.join(entry).is_dir()) {
         return Ok(work);
     }
-    let recorded = super::state::RunState::load(&root.join("run")).ok().map(|s| s.settings.model);
+    let recorded = crate::state::RunState::load(&root.join("run")).ok().map(|s| s.settings.model);
     if recorded.is_some_and(|model| !model.as_os_str().is_empty() && model != deployed) {
         return Ok(work);
     }
@@ -136,6 +134,7 @@ fn resolved(path: &Path) -> PathBuf {
 }
 
 /// The inputs, checked before anything runs.
+#[derive(Debug, Clone)]
 pub struct Inputs {
     /// `--images`, absolute.
     pub images: PathBuf,
@@ -151,17 +150,32 @@ pub struct Inputs {
     pub names: Vec<String>,
 }
 
+/// The inputs of a field run as given (`--images`, `--teacher`, `--model`, `--holdout`, `--old`).
+#[derive(Debug, Clone, Copy)]
+pub struct Given<'a> {
+    /// The folder of new images.
+    pub images: &'a Path,
+    /// The labelling teacher.
+    pub teacher: &'a Path,
+    /// The deployed model.
+    pub model: &'a Path,
+    /// The gate's labelled new-scene data.
+    pub holdout: &'a Path,
+    /// The old-scene data.
+    pub old: Option<&'a Path>,
+}
+
 /// Checks every input, and that teacher, deployed model, holdout and old scenes share their classes.
-pub fn check_inputs(args: &RunArgs) -> anyhow::Result<Inputs> {
-    anyhow::ensure!(args.images.is_dir(), "--images {}: no such folder", args.images.display());
-    let images = std::path::absolute(&args.images)?;
-    let teacher = absolute_file("--teacher", &args.teacher)?;
-    let deployed = absolute_file("--model", &args.model)?;
-    let holdout = absolute_file("--holdout", &args.holdout)?;
-    let old = args.old.as_deref().map(|p| absolute_file("--old", p)).transpose()?;
+pub fn check_inputs(given: Given<'_>) -> crate::Result<Inputs> {
+    ensure!(given.images.is_dir(), "--images {}: no such folder", given.images.display());
+    let images = std::path::absolute(given.images)?;
+    let teacher = absolute_file("--teacher", given.teacher)?;
+    let deployed = absolute_file("--model", given.model)?;
+    let holdout = absolute_file("--holdout", given.holdout)?;
+    let old = given.old.map(|p| absolute_file("--old", p)).transpose()?;
     let names = class_names("--model", &deployed)?;
     let teacher_names = class_names("--teacher", &teacher)?;
-    anyhow::ensure!(
+    ensure!(
         teacher_names == names,
         "--teacher {} has classes {} but the deployed model has {}: the teacher's labels would train the \
          wrong classes",
@@ -172,14 +186,14 @@ pub fn check_inputs(args: &RunArgs) -> anyhow::Result<Inputs> {
     for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
         let Some(data) = data else { continue };
         let config = headroom_core::dataset::DataConfig::load(data)?;
-        anyhow::ensure!(
+        ensure!(
             config.names == names,
             "{flag} {}: classes {} differ from the deployed model's {}",
             data.display(),
             config.names.join(", "),
             names.join(", ")
         );
-        let split = report::check_labelled(&config, flag)?;
+        let split = crate::gate::check_labelled(&config, flag)?;
         if flag == "--holdout" {
             warn_if_holdout_is_trained_on(&images, &holdout, &split.images);
         }

@@ -6,17 +6,18 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Context as _;
-use headroom_infer::label::output::{JobState, job_state, plan_jobs, sha256_hex};
+use crate::Context as _;
+use headroom_core::hash::sha256_hex;
+use headroom_infer::label::output::{JobState, job_state, plan_jobs};
 
 const INDEX: &str = "field-sources.json";
 
 /// Brings the labelled dataset in line with the images' contents. Returns whether every image must
 /// be relabelled because the teacher changed (the labelled set was made by another teacher file).
-pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> anyhow::Result<bool> {
+pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<bool> {
     let manifest = headroom_infer::label::LabelManifest::read(labelled).or_else(|e| {
         set_aside_damaged(&labelled.join(headroom_infer::label::manifest::MANIFEST_FILE), &e)?;
-        anyhow::Ok(None)
+        Ok::<_, crate::Error>(None)
     })?;
     let teacher_changed = match manifest {
         Some(manifest) => {
@@ -94,9 +95,9 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> anyhow::Result<bo
 }
 
 /// Moves a damaged state file aside (`<name>.damaged-<time>`), saying so: the run goes on without it.
-fn set_aside_damaged(path: &Path, error: &dyn std::fmt::Display) -> anyhow::Result<()> {
+fn set_aside_damaged(path: &Path, error: &dyn std::fmt::Display) -> crate::Result<()> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".damaged-{}", super::state::utc_id()));
+    name.push(format!(".damaged-{}", crate::state::utc_id()));
     let to = path.with_file_name(name);
     std::fs::rename(path, &to).with_context(|| format!("moving {} to {}", path.display(), to.display()))?;
     tracing::warn!(

@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+use crate::Context as _;
+use crate::step::Step;
 use serde::{Deserialize, Serialize};
 
 /// What the run started with: a rerun with other settings is refused (the run would mix them).
@@ -55,10 +56,10 @@ pub struct RunState {
     /// The settings.
     pub settings: RunSettings,
     /// Steps finished, in order.
-    pub done: Vec<String>,
+    pub done: Vec<Step>,
     /// Seconds each step took (summed over invocations).
     #[serde(default)]
-    pub seconds: Vec<(String, f64)>,
+    pub seconds: Vec<(Step, f64)>,
     /// Whether the run ended (summary written).
     #[serde(default)]
     pub finished: bool,
@@ -72,7 +73,7 @@ pub struct RunState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Failure {
     /// The step.
-    pub step: String,
+    pub step: Step,
     /// Its error (the last line a child step printed as `error:`, else ours).
     pub error: String,
     /// Starts in a row that failed with this step and error.
@@ -86,52 +87,47 @@ pub const MAX_TRIES: u32 = 2;
 
 impl RunState {
     /// Reads `<run>/state.json`.
-    pub fn load(run: &Path) -> anyhow::Result<RunState> {
+    pub fn load(run: &Path) -> crate::Result<RunState> {
         let path = run.join("state.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("{}: not a field run's state", path.display()))
     }
 
     /// Writes `<run>/state.json` atomically.
-    pub fn save(&self, run: &Path) -> anyhow::Result<()> {
+    pub fn save(&self, run: &Path) -> crate::Result<()> {
         let text = serde_json::to_string_pretty(self)? + "\n";
         headroom_core::fsio::write_atomic(&run.join("state.json"), text.as_bytes())?;
         Ok(())
     }
 
     /// Whether `step` is done.
-    pub fn is_done(&self, step: &str) -> bool {
-        self.done.iter().any(|s| s == step)
+    pub fn is_done(&self, step: Step) -> bool {
+        self.done.contains(&step)
     }
 
     /// Marks `step` done after `seconds`, durably.
-    pub fn mark(&mut self, run: &Path, step: &str, seconds: f64) -> anyhow::Result<()> {
-        self.done.push(step.to_string());
+    pub fn mark(&mut self, run: &Path, step: Step, seconds: f64) -> crate::Result<()> {
+        self.done.push(step);
         self.add_time(step, seconds);
         self.save(run)
     }
 
     /// Records that `step` failed with `error`; returns the starts in a row it failed so.
-    pub fn record_failure(&mut self, run: &Path, step: &str, error: &str) -> anyhow::Result<u32> {
+    pub fn record_failure(&mut self, run: &Path, step: Step, error: &str) -> crate::Result<u32> {
         let tries = match &self.failure {
             Some(f) if f.step == step && f.error == error => f.tries + 1,
             _ => 1,
         };
-        self.failure = Some(Failure {
-            step: step.into(),
-            error: error.into(),
-            tries,
-            at: headroom_core::fsio::utc_now(),
-        });
+        self.failure = Some(Failure { step, error: error.into(), tries, at: headroom_core::fsio::utc_now() });
         self.save(run)?;
         Ok(tries)
     }
 
     /// Adds time to `step` (also for a step that does not finish in this invocation).
-    pub fn add_time(&mut self, step: &str, seconds: f64) {
-        match self.seconds.iter_mut().find(|(s, _)| s == step) {
+    pub fn add_time(&mut self, step: Step, seconds: f64) {
+        match self.seconds.iter_mut().find(|(s, _)| *s == step) {
             Some((_, t)) => *t += seconds,
-            None => self.seconds.push((step.to_string(), seconds)),
+            None => self.seconds.push((step, seconds)),
         }
     }
 }
@@ -155,14 +151,15 @@ pub fn open_run(
     deployed: &Path,
     settings: &RunSettings,
     keep_runs: usize,
-) -> anyhow::Result<(PathBuf, RunState, bool)> {
+) -> crate::Result<(PathBuf, RunState, bool)> {
     let run = work.join("run");
     if run.join("state.json").is_file() {
         match RunState::load(&run) {
             Err(e) => {
                 let to = set_aside(work, &run, &format!("{}-damaged", utc_id()))?;
                 tracing::warn!(
-                    "{e:#}: the unfinished run's state is damaged; it is kept in {} and a new run starts",
+                    "{}: the unfinished run's state is damaged; it is kept in {} and a new run starts",
+                    e.chain(),
                     to.display()
                 );
             }
@@ -186,7 +183,7 @@ pub fn open_run(
     } else if run.exists() {
         std::fs::remove_dir_all(&run).with_context(|| format!("removing the unstarted {}", run.display()))?;
     }
-    super::disk::prune_history(&work.join("history"), keep_runs)?;
+    crate::disk::prune_history(&work.join("history"), keep_runs)?;
     let fresh = work.join("run.new");
     if fresh.exists() {
         std::fs::remove_dir_all(&fresh).with_context(|| format!("removing {}", fresh.display()))?;
@@ -196,7 +193,7 @@ pub fn open_run(
     headroom_core::fsio::write_atomic(&fresh.join("base.onnx"), &bytes)?;
     let state = RunState {
         id: utc_id(),
-        base_sha256: headroom_infer::label::output::sha256_hex(&bytes),
+        base_sha256: headroom_core::hash::sha256_hex(&bytes),
         settings: settings.clone(),
         done: Vec::new(),
         seconds: Vec::new(),
@@ -216,7 +213,7 @@ fn why_not_continue(
     settings: &RunSettings,
     deployed: &Path,
     run: &Path,
-) -> anyhow::Result<Option<(&'static str, String)>> {
+) -> crate::Result<Option<(&'static str, String)>> {
     if state.finished {
         return Ok(Some(("", String::new())));
     }
@@ -242,10 +239,10 @@ fn why_not_continue(
         )));
     }
     // The service was given another model since: a run from the old one must not replace it.
-    let current = super::deploy::sha256_file(deployed)?;
+    let current = headroom_core::hash::sha256_file(deployed)?;
     let candidate = run.join("train/best.onnx");
     if current != state.base_sha256
-        && (!candidate.is_file() || super::deploy::sha256_file(&candidate)? != current)
+        && (!candidate.is_file() || headroom_core::hash::sha256_file(&candidate)? != current)
     {
         return Ok(Some((
             "-superseded",
@@ -260,7 +257,7 @@ fn why_not_continue(
 }
 
 /// Moves the run folder `run` to `history/<name>` (`<name>.2`, … when taken); returns where.
-pub fn set_aside(work: &Path, run: &Path, name: &str) -> anyhow::Result<PathBuf> {
+pub fn set_aside(work: &Path, run: &Path, name: &str) -> crate::Result<PathBuf> {
     let history = work.join("history");
     std::fs::create_dir_all(&history).with_context(|| format!("creating {}", history.display()))?;
     let mut to = history.join(name);

@@ -6,28 +6,26 @@
 //! process of this binary (its memory is the system's again when it ends; a kill of this process
 //! takes the child with it), except the gate, which evaluates in this process. Steps mark
 //! themselves done in `<work>/run/state.json`; a rerun after a kill at any moment continues.
+//!
+//! The loop itself is `headroom_field::field_run::FieldRun`; this module parses the flags, checks
+//! them before any work, resolves the preset and the board, and runs the steps' children through
+//! `headroom_field::runner::ChildRunner`.
 
-mod calendar;
-mod deploy;
-mod disk;
-mod gate;
-mod inputs;
 mod preflight;
-mod report;
 mod service;
-mod sources;
-mod state;
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::Context as _;
 
 use super::Outcome;
 use super::device_arg::{DEVICE_VALUES, DeviceArg, device_arg};
 use super::provider_args::{ProviderArg, count_arg};
-use inputs::{absolute_file, check_inputs, class_names, work_dir};
-use state::{RunSettings, RunState};
+use headroom_field::field_run::{self, FieldRun, StepSettings};
+use headroom_field::inputs::{Given, absolute_file, check_inputs, class_names, work_dir};
+use headroom_field::runner::ChildRunner;
+use headroom_field::state::RunSettings;
+use headroom_field::{deploy, gate};
 
 /// Arguments of `headroom field`.
 #[derive(Debug, clap::Args)]
@@ -221,7 +219,7 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
     // Refused without labels, warned about images without a label file, before any model runs.
     for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
         if let Some(data) = data {
-            report::check_labelled(&headroom_core::dataset::DataConfig::load(data)?, flag)?;
+            gate::check_labelled(&headroom_core::dataset::DataConfig::load(data)?, flag)?;
         }
     }
     let (_, mut preset) = super::preset::load(&args.preset)?;
@@ -229,15 +227,8 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
         preset.gate.seed = seed;
     }
     let session = cpu_session(args.threads)?;
-    let report = report::evaluate_gate(
-        &candidate,
-        &deployed,
-        &holdout,
-        old.as_deref(),
-        &names,
-        &preset.gate,
-        &session,
-    )?;
+    let report =
+        gate::evaluate_gate(&candidate, &deployed, &holdout, old.as_deref(), &names, &preset.gate, &session)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -295,203 +286,14 @@ fn lock(work: &Path) -> anyhow::Result<Option<headroom_core::fsio::OutputLock>> 
     }
 }
 
-/// Testing hook: `HEADROOM_FIELD_KILL_AT=<point>` ends this process with SIGKILL at that point
-/// (steps: label plan train export eval deploy deploy-swap rollback-swap); `<step>:mid` (label,
-/// train, export) does so while the step's child runs.
-pub(crate) fn kill_point(point: &str) {
-    if std::env::var("HEADROOM_FIELD_KILL_AT").is_ok_and(|v| v == point) {
-        eprintln!("HEADROOM_FIELD_KILL_AT={point}: SIGKILL");
-        sigkill_self();
-    }
-}
-
-/// `<step>:mid`: SIGKILL as soon as the step's child has written `evidence` (so the kill lands
-/// inside the step however fast it runs), taking the child with it.
-fn arm_mid_kill(step: &str, evidence: &Path) {
-    if std::env::var("HEADROOM_FIELD_KILL_AT").is_ok_and(|v| v == format!("{step}:mid")) {
-        let (step, evidence) = (step.to_string(), evidence.to_path_buf());
-        std::thread::spawn(move || {
-            while !evidence.exists() {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            eprintln!("HEADROOM_FIELD_KILL_AT={step}:mid: SIGKILL once {} exists", evidence.display());
-            sigkill_self();
-        });
-    }
-}
-
-#[allow(unsafe_code)]
-fn sigkill_self() {
-    // SAFETY: kill(2) on our own pid with a valid signal number.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGKILL);
-    }
-}
-
-/// One step of the run: `Some` when it was stopped by a signal.
-type StepFn<'a> = dyn Fn(&mut Ctx) -> anyhow::Result<Option<Outcome>> + 'a;
-
-/// What the steps share.
-struct Ctx {
-    exe: PathBuf,
-    work: PathBuf,
-    run: PathBuf,
-    /// The last `error:` line a child step printed (when its messages were read, not a terminal's).
-    child_error: std::cell::RefCell<Option<String>>,
-    state: RunState,
-    quiet: bool,
-    interrupt: super::interrupt::Interrupt,
-}
-
-impl Ctx {
-    /// Runs `headroom <args>` as a child; its stdout goes to `stdout_to` (atomically, when it
-    /// succeeds), its stderr to ours. The child dies with this process (PR_SET_PDEATHSIG).
-    fn child(
-        &self,
-        step: &str,
-        args: &[String],
-        stdout_to: &Path,
-        evidence: &Path,
-    ) -> anyhow::Result<Option<Outcome>> {
-        let tmp = headroom_core::fsio::temporary_path(stdout_to);
-        let out = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let mut command = std::process::Command::new(&self.exe);
-        if self.quiet {
-            command.arg("-q");
-        }
-        command.args(args).stdout(out);
-        die_with_parent(&mut command);
-        tracing::info!("{step}: headroom {}", args.join(" "));
-        arm_mid_kill(step, evidence);
-        // Unattended (no terminal: a service's journal, a log file), the child's messages pass
-        // through this process so that a failure's own words are kept with the run's state.
-        let read = !std::io::IsTerminal::is_terminal(&std::io::stderr());
-        if read {
-            command.stderr(std::process::Stdio::piped());
-        }
-        let mut child = command.spawn().with_context(|| format!("starting {}", self.exe.display()))?;
-        let last_error = child.stderr.take().map(|pipe| std::thread::spawn(move || pass_through(pipe)));
-        let status = child.wait().with_context(|| format!("waiting for {}", self.exe.display()))?;
-        if let Some(reader) = last_error {
-            *self.child_error.borrow_mut() = reader.join().ok().flatten();
-        }
-        if let Some(signal) = self.interrupt.signal() {
-            return Ok(Some(Outcome::Interrupted(signal)));
-        }
-        match status.code() {
-            Some(0) => {
-                std::fs::rename(&tmp, stdout_to)
-                    .with_context(|| format!("writing {}", stdout_to.display()))?;
-                Ok(None)
-            }
-            Some(code @ (130 | 143)) => Ok(Some(Outcome::Interrupted(code - 128))),
-            _ => anyhow::bail!(
-                "`{} {}` failed ({status}; its messages are above)",
-                self.exe.display(),
-                args.join(" ")
-            ),
-        }
-    }
-
-    /// Runs `body` as step `name` unless done, timing it and marking it done.
-    fn step(
-        &mut self,
-        name: &str,
-        body: impl FnOnce(&mut Ctx) -> anyhow::Result<Option<Outcome>>,
-    ) -> anyhow::Result<Option<Outcome>> {
-        if self.state.is_done(name) {
-            return Ok(None);
-        }
-        kill_point(name);
-        let start = Instant::now();
-        *self.child_error.borrow_mut() = None;
-        let stopped = match body(self) {
-            Ok(stopped) => stopped,
-            Err(err) => return Err(self.failed(name, err)),
-        };
-        let seconds = start.elapsed().as_secs_f64();
-        match stopped {
-            Some(outcome) => {
-                self.state.add_time(name, seconds);
-                self.state.save(&self.run)?;
-                Ok(Some(outcome))
-            }
-            None => {
-                self.state.mark(&self.run, name, seconds)?;
-                Ok(None)
-            }
-        }
-    }
-}
-
-impl Ctx {
-    /// Records that step `name` failed with `err` and says what happens next: the next start
-    /// retries the step; the [`state::MAX_TRIES`]th failure in a row with the same error sets the
-    /// run aside in `history/<id>-failed`, so that the next start begins a fresh run.
-    fn failed(&mut self, name: &str, err: anyhow::Error) -> anyhow::Error {
-        let error = self.child_error.borrow_mut().take().unwrap_or_else(|| format!("{err:#}"));
-        let tries = match self.state.record_failure(&self.run, name, &error) {
-            Ok(tries) => tries,
-            Err(e) => return err.context(format!("step {name} failed, and recording it failed too: {e:#}")),
-        };
-        if tries < state::MAX_TRIES {
-            return err.context(format!(
-                "step {name} failed (start {tries} of {} with this error): the next start retries it; if it \
-                 fails again so, the run is set aside and a fresh one starts",
-                state::MAX_TRIES
-            ));
-        }
-        match state::set_aside(&self.work, &self.run, &format!("{}-failed", self.state.id)) {
-            Ok(to) => err.context(format!(
-                "step {name} failed {tries} starts in a row with this error: the run is set aside in {} (its \
-                 state.json holds the error) and the next start begins a fresh run; if the cause is in the \
-                 settings or the inputs, fix it first",
-                to.display()
-            )),
-            Err(e) => {
-                err.context(format!("step {name} failed {tries} times; setting the run aside failed: {e:#}"))
-            }
-        }
-    }
-}
-
-/// Copies a child's messages to our stderr, line by line; returns the last line that starts with
-/// `error:` (without it).
-fn pass_through(pipe: std::process::ChildStderr) -> Option<String> {
-    use std::io::{BufRead as _, Write as _};
-    let mut last = None;
-    for line in std::io::BufReader::new(pipe).split(b'\n') {
-        let Ok(line) = line else { break };
-        let mut stderr = std::io::stderr().lock();
-        // Our stderr gone (a closed pipe): keep reading so that the child never blocks.
-        let _ = stderr.write_all(&line).and_then(|()| stderr.write_all(b"\n"));
-        let text = String::from_utf8_lossy(&line);
-        if let Some(rest) = text.strip_prefix("error: ") {
-            last = Some(rest.trim().to_string());
-        }
-    }
-    last
-}
-
-#[allow(unsafe_code)]
-fn die_with_parent(command: &mut std::process::Command) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt as _;
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-}
-
 fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
-    let inputs = check_inputs(args)?;
+    let inputs = check_inputs(Given {
+        images: &args.images,
+        teacher: &args.teacher,
+        model: &args.model,
+        holdout: &args.holdout,
+        old: args.old.as_deref(),
+    })?;
     let (preset_name, preset) = super::preset::load(&args.preset)?;
     let device = super::device_arg::resolve_board(&args.board, args.devices.as_deref())?;
     // Every setting the steps would refuse, refused now: before any work, with its cause.
@@ -525,9 +327,11 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         overrides: overrides.clone(),
         model: inputs.deployed.clone(),
     };
-    let (run, state, continued) = state::open_run(&work, &inputs.deployed, &settings, keep_runs)?;
-    if continued {
-        eprintln!("continuing field run {} ({} done: {})", state.id, run.display(), state.done.join(", "));
+    let mut field_run = FieldRun::open(&work, &inputs.deployed, &settings, keep_runs)?;
+    let (run, state) = (field_run.dir().to_path_buf(), field_run.state());
+    if field_run.continued() {
+        let done: Vec<&str> = state.done.iter().map(|s| s.name()).collect();
+        eprintln!("continuing field run {} ({} done: {})", state.id, run.display(), done.join(", "));
     } else {
         eprintln!(
             "field run {} in {} (preset {preset_name}, board {}, device {})",
@@ -537,233 +341,48 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
             args.device
         );
     }
-    // The device preset the run plans for, kept with the run (an unknown board's measured one too).
-    let device_file = run.join("device.toml");
-    if !device_file.is_file() {
-        let text = toml::to_string(&serde_json::json!({ "device": [device] }))?;
-        headroom_core::fsio::write_atomic(&device_file, text.as_bytes())?;
-    }
-    let mut ctx = Ctx {
-        exe: std::env::current_exe().context("finding this binary")?,
-        work: work.clone(),
-        run: run.clone(),
-        child_error: std::cell::RefCell::new(None),
-        state,
-        quiet: !tracing::enabled!(tracing::Level::INFO),
-        interrupt: super::interrupt::Interrupt::install()?,
+    field_run.keep_board(&device)?;
+    let given = |id: &str| overrides.iter().any(|o| o == &format!("--{id}"));
+    let mut train_flags = overrides.clone();
+    train_flags.extend(preset.train_flags(&given, Some(&inputs.teacher)));
+    let steps = StepSettings {
+        preset_name: preset_name.clone(),
+        gate: preset.gate.clone(),
+        distill: preset.distill,
+        augment: preset.augment,
+        train_part: args
+            .train
+            .clone()
+            .or_else(|| preset.train.clone())
+            .unwrap_or_else(|| crate::cmd::train::DEFAULT_PART.into()),
+        train_flags,
+        runs_on: args.device.to_string(),
+        board: device.name.clone(),
+        reserve: args.reserve.clone(),
+        ep: args
+            .ep
+            .as_ref()
+            .map(|list| list.iter().map(|e| format!("{e:?}").to_lowercase()).collect::<Vec<_>>().join(",")),
+        threads: args.threads,
+        max_images,
+        inputs,
     };
-    let labelled = work.join("labelled");
-    let threads = args.threads.to_string();
-    let runs_on = ["--device".to_string(), args.device.to_string()];
-    let board = ["--board".to_string(), device.name.clone(), "--devices".into(), path(&device_file)];
-    // The camera may be writing into --images while the run reads it: label and export's
-    // calibration leave a frame modified moments ago for the next run, by the same rule.
-    let settle = ["--settle".to_string(), headroom_core::imageio::SETTLE_TIME.as_secs().to_string()];
-    let ep: Vec<String> = match &args.ep {
-        None => Vec::new(),
-        Some(list) => {
-            let list: Vec<String> = list.iter().map(|e| format!("{e:?}").to_lowercase()).collect();
-            vec!["--ep".into(), list.join(","), "--ep-fallback".into()]
-        }
-    };
-
-    let steps: [(&str, Box<StepFn<'_>>); 4] = [
-        (
-            "label",
-            Box::new(|ctx: &mut Ctx| {
-                let force = sources::sync(&inputs.images, &labelled, &inputs.teacher)?;
-                let mut a =
-                    vec!["label".into(), "--teacher".into(), path(&inputs.teacher), "--images".into()];
-                a.extend([path(&inputs.images), "--out".into(), path(&labelled), "--json".into()]);
-                a.extend([
-                    "--threads".into(),
-                    threads.clone(),
-                    "--max-images".into(),
-                    max_images.to_string(),
-                ]);
-                a.extend(settle.iter().cloned());
-                a.extend(runs_on.iter().cloned());
-                a.extend(ep.iter().cloned());
-                if force {
-                    a.push("--force".into());
-                }
-                ctx.child("label", &a, &ctx.run.join("label.json"), &labelled.join("labels"))
-            }),
-        ),
-        (
-            "plan",
-            Box::new(|ctx: &mut Ctx| {
-                let part = args
-                    .train
-                    .clone()
-                    .or_else(|| preset.train.clone())
-                    .unwrap_or_else(|| crate::cmd::train::DEFAULT_PART.into());
-                let mut a = vec!["plan".into(), "--model".into(), path(&ctx.run.join("base.onnx"))];
-                a.extend(runs_on.iter().cloned());
-                a.extend(board.iter().cloned());
-                // As train's --plan auto, which chooses checkpointing itself: from off; and with
-                // what the preset's run holds (the teacher) or rules out (the cache, if it augments).
-                a.push("--no-checkpoint".into());
-                if preset.augment == Some(false) {
-                    a.push("--no-augment".into());
-                }
-                if preset.distill {
-                    a.extend(["--teacher".into(), path(&inputs.teacher)]);
-                }
-                a.extend(["--reserve".into(), args.reserve.clone(), "--train".into(), part, "--json".into()]);
-                ctx.child("plan", &a, &ctx.run.join("plan.json"), &ctx.run.join("plan.json"))
-            }),
-        ),
-        (
-            "train",
-            Box::new(|ctx: &mut Ctx| {
-                let train_dir = ctx.run.join("train");
-                let base = ctx.run.join("base.onnx");
-                let base_bytes =
-                    std::fs::metadata(&base).with_context(|| format!("reading {}", base.display()))?;
-                disk::check_free_space(&ctx.run, base_bytes.len())?;
-                set_aside_foreign_training(&train_dir, &base, &labelled.join("data.yaml"))?;
-                let mut a: Vec<String> = vec!["train".into()];
-                if train_dir.join("config.toml").is_file() {
-                    a.extend(["--resume".into(), path(&train_dir)]);
-                } else {
-                    if train_dir.exists() {
-                        // Killed before the run saved its settings: nothing of it to keep.
-                        std::fs::remove_dir_all(&train_dir)
-                            .with_context(|| format!("removing {}", train_dir.display()))?;
-                    }
-                    a.extend(["--model".into(), path(&ctx.run.join("base.onnx"))]);
-                    a.extend(["--data".into(), path(&labelled.join("data.yaml"))]);
-                    if let Some(old) = &inputs.old {
-                        a.extend(["--replay".into(), path(old)]);
-                    }
-                    let given = |id: &str| overrides.iter().any(|o| o == &format!("--{id}"));
-                    a.extend(overrides.iter().cloned());
-                    a.extend(preset.train_flags(&given, Some(&inputs.teacher)));
-                    a.extend(["--plan".into(), "auto".into()]);
-                    a.extend(runs_on.iter().cloned());
-                    a.extend(board.iter().cloned());
-                    a.extend(["--reserve".into(), args.reserve.clone()]);
-                    a.extend(["--project".into(), path(&ctx.run), "--name".into(), "train".into()]);
-                }
-                a.extend(["--threads".into(), threads.clone(), "--json".into()]);
-                let outcome =
-                    ctx.child("train", &a, &ctx.run.join("train.json"), &train_dir.join("config.toml"))?;
-                if outcome.is_none() {
-                    let best = train_dir.join("best.onnx");
-                    anyhow::ensure!(best.is_file(), "headroom train wrote no {}", best.display());
-                }
-                Ok(outcome)
-            }),
-        ),
-        (
-            "export",
-            Box::new(|ctx: &mut Ctx| {
-                let mut a = vec!["export".into(), "--model".into(), path(&ctx.run.join("train/best.onnx"))];
-                a.extend(["--fp16".into(), "--int8".into(), "--calib".into(), path(&inputs.images)]);
-                a.extend(settle.iter().cloned());
-                a.extend(["--out".into(), path(&ctx.run.join("export")), "--force".into(), "--json".into()]);
-                a.extend(["--threads".into(), threads.clone()]);
-                a.extend(runs_on.iter().cloned());
-                a.extend(board.iter().cloned());
-                // The same search as `export --engine`: $TRTEXEC, JetPack's path (not on PATH), PATH.
-                match headroom_trt::find_trtexec(None) {
-                    Some(trtexec) => a.extend(["--engine".into(), "--trtexec".into(), path(&trtexec)]),
-                    None => eprintln!(
-                        "no trtexec ($TRTEXEC, {}, PATH): the ONNX files are exported, no TensorRT engine is built",
-                        headroom_trt::JETPACK_TRTEXEC
-                    ),
-                }
-                ctx.child("export", &a, &ctx.run.join("export.json"), &ctx.run.join("export"))
-            }),
-        ),
-    ];
-    for (name, body) in &steps {
-        if let Some(outcome) = ctx.step(name, |ctx| body(ctx))? {
-            return Ok(stopped(outcome));
-        }
-    }
-    drop(steps);
-
-    // The gate, in this process.
-    let gate_file = run.join("gate.json");
-    let session = provider_session(args.device, args.ep.as_deref(), args.threads)?;
-    if let Some(outcome) = ctx.step("eval", |ctx| {
-        let report = report::evaluate_gate(
-            &ctx.run.join("train/best.onnx"),
-            &ctx.run.join("base.onnx"),
-            &inputs.holdout,
-            inputs.old.as_deref(),
-            &inputs.names,
-            &preset.gate,
-            &session,
-        )?;
-        let text = serde_json::to_string_pretty(&report)? + "\n";
-        headroom_core::fsio::write_atomic(&gate_file, text.as_bytes())?;
-        Ok(None)
-    })? {
-        return Ok(stopped(outcome));
-    }
-    let gate: gate::GateReport = serde_json::from_str(
-        &std::fs::read_to_string(&gate_file).with_context(|| format!("reading {}", gate_file.display()))?,
-    )
-    .with_context(|| format!("{}: not a gate report", gate_file.display()))?;
-
-    let candidate = run.join("train/best.onnx");
-    ctx.step("deploy", |ctx| {
-        if !gate.deploy {
-            eprintln!("keeping the deployed model: {} did not hold", gate.decided_by);
-            return Ok(None);
-        }
-        // The service may have been given another model since the run began: never replace that.
-        let current = deploy::sha256_file(&inputs.deployed)?;
-        let ours = [ctx.state.base_sha256.clone(), deploy::sha256_file(&candidate)?];
-        anyhow::ensure!(
-            ours.contains(&current),
-            "{} changed since this run started (sha256 {current}, the run started from {}): not replacing \
-             it; remove {} to start over from the new model",
-            inputs.deployed.display(),
-            ctx.state.base_sha256,
-            ctx.run.display()
-        );
-        eprintln!("deploying: every condition of the gate held");
-        deploy::swap_in(&inputs.deployed, &candidate)?;
-        Ok(None)
-    })?;
-    let summary = report::finish(&mut ctx.state, &run, &inputs.deployed, &gate, &preset_name)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-    }
-    Ok(Outcome::Success)
-}
-
-/// A training folder whose settings do not load, or that trains another model or dataset than this
-/// run's (a hand-edited `config.toml`), is set aside beside it (`train.set-aside-<time>`) and the
-/// training starts anew: resuming it would mix datasets or fail every night.
-fn set_aside_foreign_training(train_dir: &Path, base: &Path, data: &Path) -> anyhow::Result<()> {
-    if !train_dir.join("config.toml").is_file() {
-        return Ok(());
-    }
-    let why = match headroom_run::spec::RunSpec::load(train_dir) {
-        Err(e) => format!("its settings do not load ({e})"),
-        Ok(spec) if spec.model != base || spec.data != data => format!(
-            "it trains {} on {}, not this run's {} on {}",
-            spec.model.display(),
-            spec.data.display(),
-            base.display(),
-            data.display()
-        ),
-        Ok(_) => return Ok(()),
-    };
-    let to = train_dir.with_file_name(format!("train.set-aside-{}", state::utc_id()));
-    std::fs::rename(train_dir, &to)
-        .with_context(|| format!("moving {} to {}", train_dir.display(), to.display()))?;
-    tracing::warn!(
-        "{}: {why}; it is kept as {} and the training starts anew",
-        train_dir.display(),
-        to.display()
+    let interrupt = super::interrupt::Interrupt::install()?;
+    let mut runner = ChildRunner::new(
+        std::env::current_exe().context("finding this binary")?,
+        !tracing::enabled!(tracing::Level::INFO),
+        Box::new(move || interrupt.signal()),
     );
-    Ok(())
+    let session = provider_session(args.device, args.ep.as_deref(), args.threads)?;
+    match field_run.run(&steps, &mut runner, &session)? {
+        field_run::Outcome::Stopped(signal) => Ok(stopped(Outcome::Interrupted(signal))),
+        field_run::Outcome::Finished(summary) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            }
+            Ok(Outcome::Success)
+        }
+    }
 }
 
 fn stopped(outcome: Outcome) -> Outcome {
@@ -774,8 +393,4 @@ fn stopped(outcome: Outcome) -> Outcome {
         );
     }
     outcome
-}
-
-fn path(p: &Path) -> String {
-    p.display().to_string()
 }

@@ -6,10 +6,10 @@
 use anyhow::Context as _;
 
 use super::RunArgs;
-use super::inputs::Inputs;
 use crate::cmd::device_arg::BoardArgs;
 use crate::cmd::plan::{PlanArgs, budget, planned_device};
 use crate::cmd::preset::RunPreset;
+use headroom_field::inputs::Inputs;
 
 /// Checks the deployed model (an FP32 detector the trainer can train), what trains, the memory
 /// budget on the board, and the teacher–student pairing the preset's distillation needs.

@@ -39,7 +39,7 @@ pub fn install(args: &Args) -> anyhow::Result<Outcome> {
         "--name {}: a unit name of letters, digits and -_.@",
         args.name
     );
-    super::calendar::check(&args.on_calendar)?;
+    headroom_field::calendar::check(&args.on_calendar)?;
     let exe = std::env::current_exe().context("finding this binary")?;
     let env_file = args.env_file.clone().unwrap_or_else(|| PathBuf::from("/etc/headroom/field.env"));
     let env_file = std::path::absolute(&env_file)?;

@@ -1,0 +1,235 @@
+//! The field loop through the library, in this test's process: `headroom_field::field_run::FieldRun`
+//! runs the real `headroom` verbs as its children, and a runner stands in for a kill — before each
+//! step, and after each step's work but before its state says so — by unwinding out of the loop with
+//! nothing recorded, as SIGKILL leaves it. Each next start continues; the deployed file is the
+//! original, whole, until the gate deploys; a step that fails twice alike sets the run aside.
+
+mod common;
+
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+mod with_libraries {
+    use std::panic::AssertUnwindSafe;
+    use std::path::{Path, PathBuf};
+
+    use headroom_field::field_run::{FieldRun, Outcome, StepSettings};
+    use headroom_field::gate::GateSettings;
+    use headroom_field::inputs::{Given, check_inputs, work_dir};
+    use headroom_field::runner::{ChildCall, ChildRunner, Ended, StepRunner};
+    use headroom_field::state::{RunSettings, RunState};
+    use headroom_field::step::Step;
+
+    use crate::common::field::{Scene, scene, sha};
+    use crate::common::repo_root;
+
+    /// Where the stand-in kill lands.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum At {
+        Before(Step),
+        After(Step),
+    }
+
+    /// The real children, and a kill (an unwinding panic) at one point.
+    struct KillingRunner {
+        inner: ChildRunner,
+        at: Option<At>,
+        /// A step whose child is made to fail (its arguments broken), every time.
+        failing: Option<Step>,
+    }
+
+    const KILLED: &str = "killed by the test";
+
+    impl KillingRunner {
+        fn new(at: Option<At>) -> KillingRunner {
+            let exe = PathBuf::from(env!("CARGO_BIN_EXE_headroom"));
+            KillingRunner { inner: ChildRunner::new(exe, true, Box::new(|| None)), at, failing: None }
+        }
+    }
+
+    impl StepRunner for KillingRunner {
+        fn run_child(&mut self, call: &ChildCall) -> headroom_field::Result<Ended> {
+            if self.failing == Some(call.step) {
+                let mut broken = call.clone();
+                broken.args.push("--no-such-flag".into());
+                return self.inner.run_child(&broken);
+            }
+            self.inner.run_child(call)
+        }
+
+        fn last_error(&mut self) -> Option<String> {
+            self.inner.last_error()
+        }
+
+        fn starting(&mut self, step: Step) {
+            if self.at == Some(At::Before(step)) {
+                std::panic::panic_any(KILLED);
+            }
+        }
+
+        fn finishing(&mut self, step: Step) {
+            if self.at == Some(At::After(step)) {
+                std::panic::panic_any(KILLED);
+            }
+        }
+    }
+
+    /// What `headroom field run --preset <scene.always> --threads 2` resolves to.
+    struct Night {
+        work: PathBuf,
+        deployed: PathBuf,
+        settings: RunSettings,
+        steps: StepSettings,
+        board: headroom_plan::DevicePreset,
+    }
+
+    fn night(scene: &Scene) -> Night {
+        let teacher = repo_root().join("models/demo/teacher-shapes-160.onnx");
+        let inputs = check_inputs(Given {
+            images: &scene.images,
+            teacher: &teacher,
+            model: &scene.deployed,
+            holdout: &scene.holdout,
+            old: Some(&scene.old),
+        })
+        .expect("the scene's inputs pass");
+        let work = work_dir(None, &inputs.deployed, Some(&inputs.images)).expect("the state folder");
+        let devices = headroom_plan::load_all(None).expect("the built-in boards");
+        let (model, memory) = headroom_plan::read_board();
+        let board = headroom_plan::detect(&devices, model.as_deref(), memory).expect("this machine").preset;
+        // The scene's `always` preset: 1 head-only epoch, a gate that deploys any candidate.
+        let gate = GateSettings {
+            min_gain: -100.0,
+            old_tolerance: 100.0,
+            class_tolerance: 100.0,
+            resamples: 50,
+            ..GateSettings::default()
+        };
+        let settings = RunSettings {
+            images: inputs.images.clone(),
+            teacher: inputs.teacher.clone(),
+            holdout: inputs.holdout.clone(),
+            old: inputs.old.clone(),
+            preset: "always (library test)".into(),
+            preset_toml: "epochs = 1\ntrain = \"head\"\n".into(),
+            board: board.name.clone(),
+            runs_on: "cpu".into(),
+            reserve: "0".into(),
+            overrides: Vec::new(),
+            model: inputs.deployed.clone(),
+        };
+        let steps = StepSettings {
+            preset_name: settings.preset.clone(),
+            gate,
+            distill: false,
+            augment: None,
+            train_part: "head".into(),
+            train_flags: ["--epochs", "1", "--train", "head"].map(String::from).to_vec(),
+            runs_on: "cpu".into(),
+            board: board.name.clone(),
+            reserve: "0".into(),
+            ep: None,
+            threads: 2,
+            max_images: 5000,
+            inputs: inputs.clone(),
+        };
+        Night { work, deployed: inputs.deployed, settings, steps, board }
+    }
+
+    /// One start of the loop with `runner`: its outcome, or `None` when the stand-in kill ended it.
+    fn start(night: &Night, runner: &mut KillingRunner) -> Option<headroom_field::Result<Outcome>> {
+        let session = headroom_infer::provider::SessionOptions { intra_threads: 2, ..Default::default() };
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut run = FieldRun::open(&night.work, &night.deployed, &night.settings, 10)?;
+            run.keep_board(&night.board)?;
+            run.run(&night.steps, runner, &session)
+        }));
+        match result {
+            Ok(outcome) => Some(outcome),
+            Err(payload) if payload.downcast_ref::<&str>() == Some(&KILLED) => None,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+
+    fn state(work: &Path) -> RunState {
+        RunState::load(&work.join("run")).expect("state.json loads")
+    }
+
+    #[test]
+    fn killed_before_and_after_every_step_in_process_each_start_continues_and_deploys_once() {
+        let scene = scene();
+        let night = night(&scene);
+        // Quiet hooks: the test's own panics are expected.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&KILLED) {
+                hook(info);
+            }
+        }));
+        let mut done_before: Vec<Step> = Vec::new();
+        for step in Step::ALL {
+            for at in [At::Before(step), At::After(step)] {
+                let ended = start(&night, &mut KillingRunner::new(Some(at)));
+                assert!(ended.is_none(), "{at:?}: the loop went past the kill: {ended:?}");
+                let state = state(&night.work);
+                assert_eq!(state.done, done_before, "{at:?}: the steps done");
+                assert!(!state.finished, "{at:?}: finished");
+                assert!(state.failure.is_none(), "{at:?}: a kill is not a failure: {:?}", state.failure);
+                if step != Step::Deploy || at == At::Before(Step::Deploy) {
+                    assert_eq!(sha(&night.deployed), scene.original, "{at:?}: the deployed model changed");
+                }
+            }
+            done_before.push(step);
+            // The next start finishes this step again (its work was done, its state did not say
+            // so) and is killed as the next one starts.
+            if let Some(next) = Step::ALL.iter().skip_while(|s| **s != step).nth(1) {
+                let ended = start(&night, &mut KillingRunner::new(Some(At::Before(*next))));
+                assert!(ended.is_none(), "stopped before {next}");
+                assert_eq!(state(&night.work).done, done_before, "{step} done after its rerun");
+            }
+        }
+        // Killed after its swap, the deploy step is redone: the candidate stays deployed, once.
+        let outcome = start(&night, &mut KillingRunner::new(None)).expect("no kill").expect("the run ends");
+        let Outcome::Finished(summary) = outcome else { panic!("stopped: {outcome:?}") };
+        assert_eq!(summary["decision"], "deployed", "{summary}");
+        let candidate = sha(&night.work.join("run/train/best.onnx"));
+        assert_eq!(sha(&night.deployed), candidate, "the candidate is deployed");
+        let prev = scene.root.join("app/model.onnx.prev");
+        assert_eq!(sha(&prev), scene.original, "the original is kept as .prev, not the candidate");
+        let state = state(&night.work);
+        assert!(state.finished);
+        assert_eq!(state.done, Step::ALL.to_vec());
+        for step in Step::ALL {
+            assert!(summary["step_seconds"][step.name()].is_number(), "{step} timed: {summary}");
+        }
+    }
+
+    #[test]
+    fn a_step_failing_twice_alike_in_process_sets_the_run_aside_and_the_next_start_is_fresh() {
+        let scene = scene();
+        let night = night(&scene);
+        let failing = |runner: &mut KillingRunner| runner.failing = Some(Step::Plan);
+        let mut runner = KillingRunner::new(None);
+        failing(&mut runner);
+        let first = start(&night, &mut runner).expect("no kill");
+        let err = first.expect_err("plan fails").chain();
+        assert!(err.contains("step plan failed (start 1 of 2"), "{err}");
+        let failure = state(&night.work).failure.expect("the failure is recorded");
+        assert_eq!((failure.step, failure.tries), (Step::Plan, 1));
+        assert!(failure.error.contains("--no-such-flag"), "in the child's words: {failure:?}");
+        let second = start(&night, &mut runner).expect("no kill");
+        let err = second.expect_err("plan fails again").chain();
+        assert!(err.contains("step plan failed 2 starts in a row"), "{err}");
+        assert!(!night.work.join("run").exists(), "the run is set aside");
+        let history: Vec<String> = std::fs::read_dir(night.work.join("history"))
+            .expect("history")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        assert!(history.len() == 1 && history[0].ends_with("-failed"), "{history:?}");
+        // The next start begins a fresh run, which gets past the plan.
+        let ended = start(&night, &mut KillingRunner::new(Some(At::Before(Step::Train))));
+        assert!(ended.is_none(), "stopped before train");
+        let fresh = state(&night.work);
+        assert_eq!(fresh.done, vec![Step::Label, Step::Plan]);
+        assert!(fresh.failure.is_none());
+        assert_eq!(sha(&night.deployed), scene.original);
+    }
+}

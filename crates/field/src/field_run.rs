@@ -1,0 +1,438 @@
+//! One field run, step by step: label → plan → train → export ([`StepRunner`] runs each as a
+//! `headroom` verb) → eval (the gate, in this process) → deploy only when the gate passed → the
+//! summary and report. Each step marks itself done in `<work>/run/state.json`; a rerun after a kill
+//! at any moment continues from the first step not done. A step that fails is retried by the next
+//! start; the [`crate::state::MAX_TRIES`]th failure in a row with the same error sets the run aside.
+//!
+//! The decisions a person reads in the journal (deploying or keeping, no trtexec, the summary) go to
+//! stderr as the binary printed them, also under `-q`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::gate::{GateReport, GateSettings};
+use crate::inputs::Inputs;
+use crate::runner::{ChildCall, Ended, StepRunner};
+use crate::state::{self, RunSettings, RunState};
+use crate::step::Step;
+use crate::{Context as _, ensure};
+
+/// What the steps of a run are given, resolved from the command line and the preset.
+#[derive(Debug, Clone)]
+pub struct StepSettings {
+    /// The checked inputs.
+    pub inputs: Inputs,
+    /// The preset's name (or file), for the report.
+    pub preset_name: String,
+    /// The gate's settings.
+    pub gate: GateSettings,
+    /// Whether training distils from the teacher (the plan counts it).
+    pub distill: bool,
+    /// The preset's `augment` (`Some(false)`: the plan may count the feature cache).
+    pub augment: Option<bool>,
+    /// What trains (`--train`, else the preset's, else train's default).
+    pub train_part: String,
+    /// The flags of a fresh `headroom train` beyond the loop's own: the command line's overrides,
+    /// then the preset's.
+    pub train_flags: Vec<String>,
+    /// Where the steps run (`--device`: cpu, cuda, cuda:N, auto).
+    pub runs_on: String,
+    /// The board preset planned for, written in `<run>/device.toml`.
+    pub board: String,
+    /// Memory left to the running service (`--reserve`).
+    pub reserve: String,
+    /// Execution providers of labelling (`tensorrt,cuda,cpu`), if given.
+    pub ep: Option<String>,
+    /// Threads of every step (0: the libraries' defaults).
+    pub threads: usize,
+    /// The labelled set's bound.
+    pub max_images: usize,
+}
+
+/// How a run ended without an error.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Every step is done; the summary (`summary.json`).
+    Finished(serde_json::Value),
+    /// A signal stopped it; a rerun continues.
+    Stopped(i32),
+}
+
+/// A field run in `<work>/run`: opened (continued or new), then run.
+#[derive(Debug)]
+pub struct FieldRun {
+    work: PathBuf,
+    run: PathBuf,
+    state: RunState,
+    continued: bool,
+}
+
+impl FieldRun {
+    /// The unfinished run in `work` when it can be continued, else a new one ([`state::open_run`]).
+    pub fn open(
+        work: &Path,
+        deployed: &Path,
+        settings: &RunSettings,
+        keep_runs: usize,
+    ) -> crate::Result<FieldRun> {
+        let (run, state, continued) = state::open_run(work, deployed, settings, keep_runs)?;
+        Ok(FieldRun { work: work.to_path_buf(), run, state, continued })
+    }
+
+    /// The run's folder (`<work>/run`).
+    pub fn dir(&self) -> &Path {
+        &self.run
+    }
+
+    /// Its state.
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// Keeps the board preset the run plans for in `<run>/device.toml` (an unknown board's measured
+    /// one too), unless the run has it already: a continued run plans for the board it began with.
+    pub fn keep_board(&self, board: &headroom_plan::DevicePreset) -> crate::Result<()> {
+        let file = self.run.join("device.toml");
+        if !file.is_file() {
+            let text = toml::to_string(&serde_json::json!({ "device": [board] }))
+                .map_err(|e| crate::Error::refused(format!("{}: {e}", file.display())))?;
+            headroom_core::fsio::write_atomic(&file, text.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Whether it continues a run an earlier start began.
+    pub fn continued(&self) -> bool {
+        self.continued
+    }
+
+    /// Runs every step not done yet, in order; the gate evaluates with `session`.
+    #[cfg(feature = "onnxruntime")]
+    pub fn run(
+        &mut self,
+        settings: &StepSettings,
+        runner: &mut dyn StepRunner,
+        session: &headroom_infer::provider::SessionOptions,
+    ) -> crate::Result<Outcome> {
+        for step in [Step::Label, Step::Plan, Step::Train, Step::Export] {
+            if let Some(signal) =
+                self.step(step, runner, |run, runner| run.child_step(step, settings, runner))?
+            {
+                return Ok(Outcome::Stopped(signal));
+            }
+        }
+        let inputs = &settings.inputs;
+        let gate_file = self.run.join("gate.json");
+        let candidate = self.run.join("train/best.onnx");
+        self.step(Step::Eval, runner, |run, _| {
+            let report = crate::gate::evaluate_gate(
+                &candidate,
+                &run.run.join("base.onnx"),
+                &inputs.holdout,
+                inputs.old.as_deref(),
+                &inputs.names,
+                &settings.gate,
+                session,
+            )?;
+            let text = serde_json::to_string_pretty(&report)? + "\n";
+            headroom_core::fsio::write_atomic(&gate_file, text.as_bytes())?;
+            Ok(Ended::Done)
+        })?;
+        let gate: GateReport = serde_json::from_str(
+            &std::fs::read_to_string(&gate_file)
+                .with_context(|| format!("reading {}", gate_file.display()))?,
+        )
+        .with_context(|| format!("{}: not a gate report", gate_file.display()))?;
+        self.step(Step::Deploy, runner, |run, _| {
+            run.deploy(&gate, &candidate, &inputs.deployed)?;
+            Ok(Ended::Done)
+        })?;
+        let summary = crate::report::finish(
+            &mut self.state,
+            &self.run,
+            &inputs.deployed,
+            &gate,
+            &settings.preset_name,
+        )?;
+        Ok(Outcome::Finished(summary))
+    }
+
+    /// Runs `body` as `step` unless done, timing it and marking it done; `Some(signal)` when a
+    /// signal stopped it.
+    fn step(
+        &mut self,
+        step: Step,
+        runner: &mut dyn StepRunner,
+        body: impl FnOnce(&mut FieldRun, &mut dyn StepRunner) -> crate::Result<Ended>,
+    ) -> crate::Result<Option<i32>> {
+        if self.state.is_done(step) {
+            return Ok(None);
+        }
+        runner.starting(step);
+        let start = Instant::now();
+        let _ = runner.last_error();
+        let ended = match body(self, runner) {
+            Ok(ended) => ended,
+            Err(err) => {
+                let child_error = runner.last_error();
+                return Err(self.failed(step, err, child_error));
+            }
+        };
+        let seconds = start.elapsed().as_secs_f64();
+        if ended == Ended::Done {
+            runner.finishing(step);
+        }
+        match ended {
+            Ended::Stopped(signal) => {
+                self.state.add_time(step, seconds);
+                self.state.save(&self.run)?;
+                Ok(Some(signal))
+            }
+            Ended::Done => {
+                self.state.mark(&self.run, step, seconds)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Records that `step` failed with `err` (in the child's words when it printed an `error:`
+    /// line) and says what happens next: the next start retries the step; the
+    /// [`state::MAX_TRIES`]th failure in a row with the same error sets the run aside in
+    /// `history/<id>-failed`, so that the next start begins a fresh run.
+    fn failed(&mut self, step: Step, err: crate::Error, child_error: Option<String>) -> crate::Error {
+        let error = child_error.unwrap_or_else(|| err.chain());
+        let wrap =
+            |err: crate::Error, context: String| crate::Error::Context { context, source: Box::new(err) };
+        let tries = match self.state.record_failure(&self.run, step, &error) {
+            Ok(tries) => tries,
+            Err(e) => {
+                return wrap(err, format!("step {step} failed, and recording it failed too: {}", e.chain()));
+            }
+        };
+        if tries < state::MAX_TRIES {
+            return wrap(
+                err,
+                format!(
+                    "step {step} failed (start {tries} of {} with this error): the next start retries it; if \
+                     it fails again so, the run is set aside and a fresh one starts",
+                    state::MAX_TRIES
+                ),
+            );
+        }
+        match state::set_aside(&self.work, &self.run, &format!("{}-failed", self.state.id)) {
+            Ok(to) => wrap(
+                err,
+                format!(
+                    "step {step} failed {tries} starts in a row with this error: the run is set aside in {} \
+                     (its state.json holds the error) and the next start begins a fresh run; if the cause is \
+                     in the settings or the inputs, fix it first",
+                    to.display()
+                ),
+            ),
+            Err(e) => wrap(
+                err,
+                format!("step {step} failed {tries} times; setting the run aside failed: {}", e.chain()),
+            ),
+        }
+    }
+
+    /// The `headroom` verb of a child step, run by `runner`.
+    fn child_step(&self, step: Step, s: &StepSettings, runner: &mut dyn StepRunner) -> crate::Result<Ended> {
+        let call = match step {
+            Step::Label => {
+                let force = crate::sources::sync(&s.inputs.images, &self.labelled(), &s.inputs.teacher)?;
+                self.label_call(s, force)
+            }
+            Step::Plan => self.plan_call(s),
+            Step::Train => self.train_call(s)?,
+            Step::Export => self.export_call(s),
+            Step::Eval | Step::Deploy => unreachable!("{step} runs in this process"),
+        };
+        let ended = runner.run_child(&call)?;
+        if step == Step::Train && ended == Ended::Done {
+            let best = self.run.join("train/best.onnx");
+            ensure!(best.is_file(), "headroom train wrote no {}", best.display());
+        }
+        Ok(ended)
+    }
+
+    fn labelled(&self) -> PathBuf {
+        self.work.join("labelled")
+    }
+
+    /// `--device`, the board and its file, as every child that plans or picks a device gets them.
+    fn board_flags(&self, s: &StepSettings) -> Vec<String> {
+        let device_file = self.run.join("device.toml");
+        vec![
+            "--device".into(),
+            s.runs_on.clone(),
+            "--board".into(),
+            s.board.clone(),
+            "--devices".into(),
+            path(&device_file),
+        ]
+    }
+
+    fn label_call(&self, s: &StepSettings, force: bool) -> ChildCall {
+        let labelled = self.labelled();
+        let mut a = vec!["label".into(), "--teacher".into(), path(&s.inputs.teacher), "--images".into()];
+        a.extend([path(&s.inputs.images), "--out".into(), path(&labelled), "--json".into()]);
+        a.extend([
+            "--threads".into(),
+            s.threads.to_string(),
+            "--max-images".into(),
+            s.max_images.to_string(),
+        ]);
+        a.extend(settle());
+        a.extend(["--device".into(), s.runs_on.clone()]);
+        if let Some(ep) = &s.ep {
+            a.extend(["--ep".into(), ep.clone(), "--ep-fallback".into()]);
+        }
+        if force {
+            a.push("--force".into());
+        }
+        ChildCall {
+            step: Step::Label,
+            args: a,
+            stdout_to: self.run.join("label.json"),
+            evidence: labelled.join("labels"),
+        }
+    }
+
+    fn plan_call(&self, s: &StepSettings) -> ChildCall {
+        let mut a = vec!["plan".into(), "--model".into(), path(&self.run.join("base.onnx"))];
+        a.extend(self.board_flags(s));
+        // As train's --plan auto, which chooses checkpointing itself: from off; and with what the
+        // preset's run holds (the teacher) or rules out (the cache, if it augments).
+        a.push("--no-checkpoint".into());
+        if s.augment == Some(false) {
+            a.push("--no-augment".into());
+        }
+        if s.distill {
+            a.extend(["--teacher".into(), path(&s.inputs.teacher)]);
+        }
+        a.extend([
+            "--reserve".into(),
+            s.reserve.clone(),
+            "--train".into(),
+            s.train_part.clone(),
+            "--json".into(),
+        ]);
+        let plan = self.run.join("plan.json");
+        ChildCall { step: Step::Plan, args: a, stdout_to: plan.clone(), evidence: plan }
+    }
+
+    fn train_call(&self, s: &StepSettings) -> crate::Result<ChildCall> {
+        let train_dir = self.run.join("train");
+        let base = self.run.join("base.onnx");
+        let labelled = self.labelled();
+        let base_bytes = std::fs::metadata(&base).with_context(|| format!("reading {}", base.display()))?;
+        crate::disk::check_free_space(&self.run, base_bytes.len())?;
+        set_aside_foreign_training(&train_dir, &base, &labelled.join("data.yaml"))?;
+        let mut a: Vec<String> = vec!["train".into()];
+        if train_dir.join("config.toml").is_file() {
+            a.extend(["--resume".into(), path(&train_dir)]);
+        } else {
+            if train_dir.exists() {
+                // Killed before the run saved its settings: nothing of it to keep.
+                std::fs::remove_dir_all(&train_dir)
+                    .with_context(|| format!("removing {}", train_dir.display()))?;
+            }
+            a.extend(["--model".into(), path(&base), "--data".into(), path(&labelled.join("data.yaml"))]);
+            if let Some(old) = &s.inputs.old {
+                a.extend(["--replay".into(), path(old)]);
+            }
+            a.extend(s.train_flags.iter().cloned());
+            a.extend(["--plan".into(), "auto".into()]);
+            a.extend(self.board_flags(s));
+            a.extend(["--reserve".into(), s.reserve.clone()]);
+            a.extend(["--project".into(), path(&self.run), "--name".into(), "train".into()]);
+        }
+        a.extend(["--threads".into(), s.threads.to_string(), "--json".into()]);
+        Ok(ChildCall {
+            step: Step::Train,
+            args: a,
+            stdout_to: self.run.join("train.json"),
+            evidence: train_dir.join("config.toml"),
+        })
+    }
+
+    fn export_call(&self, s: &StepSettings) -> ChildCall {
+        let mut a = vec!["export".into(), "--model".into(), path(&self.run.join("train/best.onnx"))];
+        a.extend(["--fp16".into(), "--int8".into(), "--calib".into(), path(&s.inputs.images)]);
+        a.extend(settle());
+        a.extend(["--out".into(), path(&self.run.join("export")), "--force".into(), "--json".into()]);
+        a.extend(["--threads".into(), s.threads.to_string()]);
+        a.extend(self.board_flags(s));
+        // The same search as `export --engine`: $TRTEXEC, JetPack's path (not on PATH), PATH.
+        match headroom_trt::find_trtexec(None) {
+            Some(trtexec) => a.extend(["--engine".into(), "--trtexec".into(), path(&trtexec)]),
+            None => eprintln!(
+                "no trtexec ($TRTEXEC, {}, PATH): the ONNX files are exported, no TensorRT engine is built",
+                headroom_trt::JETPACK_TRTEXEC
+            ),
+        }
+        let export = self.run.join("export");
+        ChildCall { step: Step::Export, args: a, stdout_to: self.run.join("export.json"), evidence: export }
+    }
+
+    /// Deploys `candidate` when the gate passed, unless the deployed file changed since the run
+    /// started (the service was given another model: never replace that).
+    fn deploy(&self, gate: &GateReport, candidate: &Path, deployed: &Path) -> crate::Result<()> {
+        if !gate.deploy {
+            eprintln!("keeping the deployed model: {} did not hold", gate.decided_by);
+            return Ok(());
+        }
+        let current = headroom_core::hash::sha256_file(deployed)?;
+        let ours = [self.state.base_sha256.clone(), headroom_core::hash::sha256_file(candidate)?];
+        ensure!(
+            ours.contains(&current),
+            "{} changed since this run started (sha256 {current}, the run started from {}): not replacing \
+             it; remove {} to start over from the new model",
+            deployed.display(),
+            self.state.base_sha256,
+            self.run.display()
+        );
+        eprintln!("deploying: every condition of the gate held");
+        crate::deploy::swap_in(deployed, candidate)
+    }
+}
+
+/// The camera may be writing into `--images` while the run reads it: label and export's
+/// calibration leave a frame modified moments ago for the next run, by the same rule.
+fn settle() -> [String; 2] {
+    ["--settle".into(), headroom_core::imageio::SETTLE_TIME.as_secs().to_string()]
+}
+
+/// A training folder whose settings do not load, or that trains another model or dataset than this
+/// run's (a hand-edited `config.toml`), is set aside beside it (`train.set-aside-<time>`) and the
+/// training starts anew: resuming it would mix datasets or fail every night.
+fn set_aside_foreign_training(train_dir: &Path, base: &Path, data: &Path) -> crate::Result<()> {
+    if !train_dir.join("config.toml").is_file() {
+        return Ok(());
+    }
+    let why = match headroom_run::spec::RunSpec::load(train_dir) {
+        Err(e) => format!("its settings do not load ({e})"),
+        Ok(spec) if spec.model != base || spec.data != data => format!(
+            "it trains {} on {}, not this run's {} on {}",
+            spec.model.display(),
+            spec.data.display(),
+            base.display(),
+            data.display()
+        ),
+        Ok(_) => return Ok(()),
+    };
+    let to = train_dir.with_file_name(format!("train.set-aside-{}", state::utc_id()));
+    std::fs::rename(train_dir, &to)
+        .with_context(|| format!("moving {} to {}", train_dir.display(), to.display()))?;
+    tracing::warn!(
+        "{}: {why}; it is kept as {} and the training starts anew",
+        train_dir.display(),
+        to.display()
+    );
+    Ok(())
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}

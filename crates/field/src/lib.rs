@@ -1,0 +1,33 @@
+//! headroom-field: the parts of the nightly field loop (`headroom field`, docs/FIELD.md) as a
+//! library, so that a test, a service or the loop itself reaches them without the binary.
+//!
+//! - [`field_run`]: one run, step by step, continued after a kill; [`runner`]: how its child steps
+//!   run ([`runner::StepRunner`]; the binary's [`runner::ChildRunner`] runs them as child processes).
+//! - [`step`]: the steps of a run, in order.
+//! - [`state`]: a run's settings and `state.json` (which steps are done, failures and their tries),
+//!   continuing a killed run, setting aside one that keeps failing.
+//! - [`inputs`]: the loop's inputs checked before any work (detectors, classes, the state folder).
+//! - [`sources`]: which new images the labelled set has, by content; a changed teacher relabels.
+//! - [`gate`]: the deploy gate's conditions and decision; [`report`]: evaluating both models for it
+//!   (ONNX Runtime) and the run's summary and Markdown report.
+//! - [`deploy`]: atomic deploy, rollback, and the temporaries a kill leaves.
+//! - [`disk`]: free space before training, and the history's bound.
+//! - [`calendar`]: systemd `OnCalendar` expressions, checked before a timer is written.
+//! - [`faults`]: the kill points the loop's restart tests use.
+
+pub mod calendar;
+pub mod deploy;
+pub mod disk;
+mod error;
+pub mod faults;
+pub mod field_run;
+pub mod gate;
+pub mod inputs;
+pub mod report;
+pub mod runner;
+pub mod sources;
+pub mod state;
+pub mod step;
+
+pub use error::{Context, Error, Result};
+pub(crate) use error::{bail, ensure};

@@ -1,0 +1,164 @@
+//! How a child step runs: [`StepRunner`] is what the loop asks to run `headroom <verb> <args>`;
+//! [`ChildRunner`] runs it as a child process of the `headroom` binary (its memory is the system's
+//! again when it ends, and it dies with the loop: `PR_SET_PDEATHSIG`). A test gives the loop
+//! another runner: one that runs the real child and then stops the loop as a kill would, or one that
+//! fails a step, without anything compiled into the binary for it.
+
+use std::path::{Path, PathBuf};
+
+use crate::step::Step;
+use crate::{Context as _, bail};
+
+/// One child step: `headroom <args>`, its stdout the step's JSON report.
+#[derive(Debug, Clone)]
+pub struct ChildCall {
+    /// The step.
+    pub step: Step,
+    /// The arguments after `headroom` (the verb first).
+    pub args: Vec<String>,
+    /// Where the child's stdout goes, atomically, when it succeeds.
+    pub stdout_to: PathBuf,
+    /// A file the child writes early in its work (a test's "kill it mid-step" waits for it).
+    pub evidence: PathBuf,
+}
+
+/// How a step ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It finished.
+    Done,
+    /// It was stopped by this signal (SIGINT, SIGTERM); a rerun continues it.
+    Stopped(i32),
+}
+
+/// Runs the loop's child steps.
+pub trait StepRunner {
+    /// Runs `call` to its end; an error when it failed (its messages already passed on).
+    fn run_child(&mut self, call: &ChildCall) -> crate::Result<Ended>;
+
+    /// The last `error:` line the last child printed, when its messages were read (the failure kept
+    /// in `state.json` in the child's own words).
+    fn last_error(&mut self) -> Option<String> {
+        None
+    }
+
+    /// Called as `step` starts (after its state says it is not done).
+    fn starting(&mut self, step: Step) {
+        crate::faults::kill_point(step.name());
+    }
+
+    /// Called when `step`'s work is done, before its state says so (where a kill leaves the most
+    /// for a rerun to sort out).
+    fn finishing(&mut self, _step: Step) {}
+}
+
+/// Runs child steps as child processes of `exe` (the `headroom` binary).
+pub struct ChildRunner {
+    exe: PathBuf,
+    quiet: bool,
+    interrupted: Box<dyn Fn() -> Option<i32>>,
+    last_error: Option<String>,
+}
+
+impl ChildRunner {
+    /// Children of `exe`, with `-q` when `quiet`; `interrupted` says whether this process was asked
+    /// to stop (by which signal) while a child ran.
+    pub fn new(exe: PathBuf, quiet: bool, interrupted: Box<dyn Fn() -> Option<i32>>) -> ChildRunner {
+        ChildRunner { exe, quiet, interrupted, last_error: None }
+    }
+}
+
+impl StepRunner for ChildRunner {
+    fn run_child(&mut self, call: &ChildCall) -> crate::Result<Ended> {
+        let tmp = headroom_core::fsio::temporary_path(&call.stdout_to);
+        let out = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut command = std::process::Command::new(&self.exe);
+        if self.quiet {
+            command.arg("-q");
+        }
+        command.args(&call.args).stdout(out);
+        die_with_parent(&mut command);
+        tracing::info!("{}: headroom {}", call.step, call.args.join(" "));
+        arm_mid_kill(call.step, &call.evidence);
+        // Unattended (no terminal: a service's journal, a log file), the child's messages pass
+        // through this process so that a failure's own words are kept with the run's state.
+        let read = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+        if read {
+            command.stderr(std::process::Stdio::piped());
+        }
+        let mut child = command.spawn().with_context(|| format!("starting {}", self.exe.display()))?;
+        let reader = child.stderr.take().map(|pipe| std::thread::spawn(move || pass_through(pipe)));
+        let status = child.wait().with_context(|| format!("waiting for {}", self.exe.display()))?;
+        self.last_error = reader.and_then(|r| r.join().ok().flatten());
+        if let Some(signal) = (self.interrupted)() {
+            return Ok(Ended::Stopped(signal));
+        }
+        match status.code() {
+            Some(0) => {
+                std::fs::rename(&tmp, &call.stdout_to)
+                    .with_context(|| format!("writing {}", call.stdout_to.display()))?;
+                Ok(Ended::Done)
+            }
+            Some(code @ (130 | 143)) => Ok(Ended::Stopped(code - 128)),
+            _ => bail!(
+                "`{} {}` failed ({status}; its messages are above)",
+                self.exe.display(),
+                call.args.join(" ")
+            ),
+        }
+    }
+
+    fn last_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+}
+
+/// `<step>:mid`: SIGKILL as soon as the step's child has written `evidence` (so the kill lands
+/// inside the step however fast it runs), taking the child with it.
+fn arm_mid_kill(step: Step, evidence: &Path) {
+    if crate::faults::armed(&format!("{step}:mid")) {
+        let evidence = evidence.to_path_buf();
+        std::thread::spawn(move || {
+            while !evidence.exists() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            eprintln!("{}={step}:mid: SIGKILL once {} exists", crate::faults::KILL_AT, evidence.display());
+            crate::faults::sigkill_self();
+        });
+    }
+}
+
+/// Copies a child's messages to our stderr, line by line; returns the last line that starts with
+/// `error:` (without it).
+fn pass_through(pipe: std::process::ChildStderr) -> Option<String> {
+    use std::io::{BufRead as _, Write as _};
+    let mut last = None;
+    for line in std::io::BufReader::new(pipe).split(b'\n') {
+        let Ok(line) = line else { break };
+        let mut stderr = std::io::stderr().lock();
+        // Our stderr gone (a closed pipe): keep reading so that the child never blocks.
+        let _ = stderr.write_all(&line).and_then(|()| stderr.write_all(b"\n"));
+        let text = String::from_utf8_lossy(&line);
+        if let Some(rest) = text.strip_prefix("error: ") {
+            last = Some(rest.trim().to_string());
+        }
+    }
+    last
+}
+
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
