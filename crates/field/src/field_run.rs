@@ -107,7 +107,6 @@ impl FieldRun {
     }
 
     /// Runs every step not done yet, in order; the gate evaluates with `session`.
-    #[cfg(feature = "onnxruntime")]
     pub fn run(
         &mut self,
         settings: &StepSettings,

@@ -20,6 +20,7 @@ pub mod deploy;
 pub mod disk;
 mod error;
 pub mod faults;
+#[cfg(feature = "onnxruntime")]
 pub mod field_run;
 pub mod gate;
 pub mod inputs;

@@ -12,6 +12,7 @@
 
 use std::path::PathBuf;
 
+pub mod choice;
 pub mod devices;
 pub mod graph_memory;
 pub mod ladder;
@@ -19,12 +20,13 @@ pub mod memory;
 pub mod saved;
 pub mod size;
 
+pub use choice::{Optimizer, TrunkRuntime};
 pub use devices::{
     BUILTIN_DEVICES, Detected, DevicePreset, builtin_devices, detect, find_device, load_all, load_devices,
     parse_devices, read_board,
 };
 pub use ladder::{Candidate, Plan, plan, step_down};
-pub use memory::{Components, Estimate, Optimizer, Planner, Setup, TeacherCost, TrunkRuntime};
+pub use memory::{Components, Estimate, Planner, Setup, TeacherCost};
 pub use size::{format_size, parse_size};
 
 /// Errors of `headroom-plan`.

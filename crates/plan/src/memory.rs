@@ -21,27 +21,8 @@ use headroom_onnx::{Dim, Graph, Model, Partition, Trainable};
 use serde::Serialize;
 
 use crate::Error;
+pub use crate::choice::{Optimizer, TrunkRuntime};
 use crate::graph_memory::{FLOAT_BYTES, Storages, node_backward, node_saved, requiring_grad, simulate};
-
-/// The optimiser (its state per trainable parameter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Optimizer {
-    /// SGD: one momentum buffer.
-    Sgd,
-    /// AdamW: two moment buffers.
-    AdamW,
-}
-
-/// What runs the frozen trunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TrunkRuntime {
-    /// ONNX Runtime on the trunk cut out of the same file (a copy of the trunk's weights in its session).
-    Ort,
-    /// headroom's libtorch executor.
-    Torch,
-}
 
 /// One training configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -5,16 +5,16 @@
 use headroom_core::dataset::ImageRecord;
 use headroom_onnx::inspect::Inspection;
 use headroom_onnx::{Model, Trainable};
-use headroom_plan::{DevicePreset, Optimizer, Planner, Setup, TeacherCost, TrunkRuntime};
-use headroom_train::config::{OptimizerKind, TrainConfig};
+use headroom_plan::{DevicePreset, Planner, Setup, TeacherCost, TrunkRuntime};
+use headroom_train::config::TrainConfig;
 
-use crate::spec::{RunSpec, TrunkKind};
+use crate::spec::RunSpec;
 
 /// The planner's view of a run's settings, with its dense-distillation teacher's cost if it has one.
 pub fn setup_of(
     settings: &TrainConfig,
     trainable: Trainable,
-    trunk: TrunkKind,
+    trunk: TrunkRuntime,
     cache_features: bool,
     train: &[ImageRecord],
     teacher: Option<TeacherCost>,
@@ -26,14 +26,8 @@ pub fn setup_of(
         imgsz: [settings.imgsz[1], settings.imgsz[0]],
         checkpoint: settings.checkpoint,
         amp: settings.amp,
-        optimizer: match settings.optimizer {
-            OptimizerKind::Sgd => Optimizer::Sgd,
-            OptimizerKind::AdamW => Optimizer::AdamW,
-        },
-        trunk: match trunk {
-            TrunkKind::Torch => TrunkRuntime::Torch,
-            TrunkKind::Ort => TrunkRuntime::Ort,
-        },
+        optimizer: settings.optimizer,
+        trunk,
         cache_features,
         objects: train.iter().map(|r| r.labels.len()).max().unwrap_or(0),
         images: train.len(),

@@ -22,7 +22,7 @@ use headroom_train::trainer::Trainer;
 use crate::folder::{self, RESULTS_FILE};
 use crate::inputs::Inputs;
 use crate::observer::{EpochReport, Observer};
-use crate::spec::{RunSpec, SPEC_FILE, TrunkKind};
+use crate::spec::{RunSpec, SPEC_FILE, TrunkRuntime};
 use crate::val_plots::evaluate;
 use crate::{Error, Result, device, planner, teacher, trunk};
 
@@ -314,7 +314,7 @@ fn execute(
         Some(path) => {
             // The teacher runs where the frozen trunk runs; with nothing frozen (`all`, `affine`)
             // on libtorch, so that ONNX Runtime is not resident while training.
-            let on_torch = spec.trunk == TrunkKind::Torch || student.partition().trunk.is_empty();
+            let on_torch = spec.trunk == TrunkRuntime::Torch || student.partition().trunk.is_empty();
             let torch = on_torch.then_some(device);
             Some(teacher::open(path, &inspection, spec.settings.imgsz, options.threads, torch)?)
         }

@@ -16,15 +16,8 @@ use crate::{Error, Result};
 /// The file of a run folder that holds its spec.
 pub const SPEC_FILE: &str = "config.toml";
 
-/// What runs the frozen trunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TrunkKind {
-    /// ONNX Runtime on the trunk cut out of the same file (the default: faster).
-    Ort,
-    /// headroom's libtorch executor.
-    Torch,
-}
+/// What runs the frozen trunk (one enum for the planner and the run: `headroom_plan::TrunkRuntime`).
+pub use headroom_plan::TrunkRuntime;
 
 /// What `--plan auto` chose for the run (recorded so that a resumed run is the planned one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,7 +56,7 @@ pub struct RunSpec {
     #[serde(default)]
     pub remap: Option<String>,
     /// What runs the frozen trunk.
-    pub trunk: TrunkKind,
+    pub trunk: TrunkRuntime,
     /// Train epochs on cached trunk outputs.
     pub cache_features: bool,
     /// The memory cap of a pass above the start (`--memory-cap`), as given.
@@ -112,7 +105,7 @@ impl RunSpec {
             replay: None,
             replay_fraction: 1.0,
             remap: None,
-            trunk: TrunkKind::Ort,
+            trunk: TrunkRuntime::Ort,
             cache_features: false,
             memory_cap: None,
             memory_cap_after: 0,

@@ -14,7 +14,7 @@ use headroom_train::{Cut, Student};
 
 use crate::Result;
 use crate::observer::Observer;
-use crate::spec::{RunSpec, TrunkKind};
+use crate::spec::{RunSpec, TrunkRuntime};
 
 /// What the trainer runs the trunk with for `spec`: the cache over `records` (in `dir/cache`,
 /// rebuilt when stale), ONNX Runtime, or libtorch.
@@ -31,11 +31,11 @@ pub fn trunk_for<'a>(
 ) -> Result<Trunk<'a>> {
     // Nothing frozen (`all`, `affine`): no trunk to run, and no ONNX Runtime session held for it.
     let mut ort = match spec.trunk {
-        TrunkKind::Ort if !student.partition().trunk.is_empty() => {
+        TrunkRuntime::Ort if !student.partition().trunk.is_empty() => {
             let options = SessionOptions { intra_threads: threads, spinning: false, ..Default::default() };
             Some(OrtTrunk::open(model, &student.partition().cut, &options)?)
         }
-        TrunkKind::Ort | TrunkKind::Torch => None,
+        TrunkRuntime::Ort | TrunkRuntime::Torch => None,
     };
     if spec.cache_features {
         let key = CacheKey::new(

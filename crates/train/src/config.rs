@@ -6,15 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
-/// The optimiser.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OptimizerKind {
-    /// SGD with Nesterov momentum.
-    Sgd,
-    /// AdamW (beta1 = the momentum).
-    AdamW,
-}
+/// The optimiser (one enum for the planner, the trainer and the run: `headroom_plan::Optimizer`).
+pub use headroom_plan::Optimizer;
 
 /// Everything that shapes a run (saved with it; see docs/TRAIN.md for the defaults' reasons).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,7 +21,7 @@ pub struct TrainConfig {
     /// (Ultralytics' `nbs`, 64).
     pub nbs: usize,
     /// The optimiser.
-    pub optimizer: OptimizerKind,
+    pub optimizer: Optimizer,
     /// Initial learning rate.
     pub lr0: f64,
     /// Final learning rate as a fraction of `lr0`.
@@ -93,7 +86,7 @@ impl Default for TrainConfig {
             epochs: 10,
             batch: 2,
             nbs: 64,
-            optimizer: OptimizerKind::Sgd,
+            optimizer: Optimizer::Sgd,
             lr0: 1e-4,
             lrf: 0.01,
             cos_lr: false,
@@ -147,7 +140,7 @@ impl TrainConfig {
     /// wrecked the demo model (docs/DECISIONS.md), so that branch is gone: the run's length no longer
     /// changes the choice.
     pub fn with_auto_optimizer(mut self, nc: usize) -> TrainConfig {
-        self.optimizer = OptimizerKind::AdamW;
+        self.optimizer = Optimizer::AdamW;
         self.lr0 = auto_lr0(nc);
         self.momentum = 0.9;
         self
@@ -246,7 +239,7 @@ mod tests {
     #[test]
     fn auto_optimizer_is_adamw_for_short_runs() {
         let c = TrainConfig::default().with_auto_optimizer(3);
-        assert_eq!(c.optimizer, OptimizerKind::AdamW);
+        assert_eq!(c.optimizer, Optimizer::AdamW);
         assert!((c.lr0 - 0.001429).abs() < 1e-9, "{}", c.lr0);
     }
 
@@ -258,7 +251,7 @@ mod tests {
         let iterations = 1_000_000usize.div_ceil(long.nbs) * long.epochs;
         assert!(iterations > 10_000);
         let c = long.with_auto_optimizer(3);
-        assert_eq!(c.optimizer, OptimizerKind::AdamW);
+        assert_eq!(c.optimizer, Optimizer::AdamW);
         assert!((c.lr0 - 0.001429).abs() < 1e-9 && c.momentum == 0.9, "{} {}", c.lr0, c.momentum);
         for nc in [1, 80, 1000] {
             let c = TrainConfig::default().with_auto_optimizer(nc);

@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use tch::Tensor;
 
 use crate::cache::FeatureCache;
-use crate::config::{OptimizerKind, TrainConfig};
+use crate::config::TrainConfig;
 use crate::data::{SoftTargets, augmented_batch, targets_for};
 use crate::ema::Ema;
 use crate::loss::{DenseTargets, Distill, Extras, Ignore, LossConfig, detection_loss_extras, split_band};
@@ -101,8 +101,10 @@ impl<'a> Trainer<'a> {
         let accumulate = schedule::accumulate(&config);
         let weight_decay = config.weight_decay * (config.batch * accumulate) as f64 / config.nbs as f64;
         let optimizer = match config.optimizer {
-            OptimizerKind::Sgd => Optimizer::Sgd(Sgd::new(config.lr0, config.momentum, true, weight_decay)),
-            OptimizerKind::AdamW => Optimizer::AdamW(AdamW::new(config.momentum, weight_decay)),
+            headroom_plan::Optimizer::Sgd => {
+                Optimizer::Sgd(Sgd::new(config.lr0, config.momentum, true, weight_decay))
+            }
+            headroom_plan::Optimizer::AdamW => Optimizer::AdamW(AdamW::new(config.momentum, weight_decay)),
         };
         let parameters = student.parameters();
         let start = parameters.iter().map(|(n, p)| (n.to_string(), p.detach().copy())).collect();

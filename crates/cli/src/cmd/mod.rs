@@ -23,6 +23,7 @@ mod train;
 mod train_plan;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod train_progress;
+mod train_shared;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod train_spec;
 mod version;

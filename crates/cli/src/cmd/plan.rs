@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use headroom_onnx::Trainable;
-use headroom_plan::{DevicePreset, Plan, Planner, Setup, TrunkRuntime, format_size, parse_size};
+use headroom_plan::{DevicePreset, Plan, Planner, Setup, format_size, parse_size};
 
 use super::Outcome;
 use super::device_arg::{
     BoardArgs, DEVICE_VALUES, DeviceArg, Resolved, device_arg, other_machine, resolve_board,
 };
-use super::train::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
+use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
 
 /// Arguments of `headroom plan`. The ladder starts from what `headroom train` does by default
 /// (the same constants), so its first rung is the run a user gets.
@@ -127,7 +127,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?;
     let model = headroom_onnx::Model::load(&args.model)?;
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-    super::train::refuse_fp16(&args.model, &model)?;
+    super::train_shared::refuse_fp16(&args.model, &model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
     let device = resolve_board(args.board.board.as_deref().unwrap_or("auto"), args.board.devices.as_deref())?;
     let runs_on = planned_device(args.device, &device);
@@ -135,7 +135,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let mut start = start_setup(&inspection, trainable, args.imgsz, args.batch)?;
     start.checkpoint = !args.no_checkpoint;
     start.optimizer = args.optimizer.planned();
-    start.trunk = if args.trunk == TrunkArg::Torch { TrunkRuntime::Torch } else { TrunkRuntime::Ort };
+    start.trunk = args.trunk.into();
     start.objects = args.objects;
     start.images = args.images;
     start.augment = !args.no_augment;

@@ -9,14 +9,10 @@ use std::path::PathBuf;
 
 use super::Outcome;
 use super::device_arg::{BoardArgs, DEVICE_VALUES, DeviceArg, device_arg};
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+use super::train_shared::refuse_fp16;
+pub use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
 
-/// What trains by default (`--train`; `headroom plan` starts its ladder from it and freezes more
-/// only when memory asks for it): everything, the configuration that adapted most within the
-/// memory goal (docs/BENCHMARKS.md "Adaptation"; `--train head` is the cheapest).
-pub const DEFAULT_PART: &str = "all";
-/// Images per pass by default (`--batch`; `headroom plan` starts from it): the batch the
-/// adaptation figures were measured at (docs/BENCHMARKS.md).
-pub const DEFAULT_BATCH: usize = 2;
 /// Epochs by default (`--epochs`): the adaptation figures' 30 (10 lost to 30 with augmentation).
 pub const DEFAULT_EPOCHS: usize = 30;
 /// Ultralytics' augmentation values, `headroom train`'s defaults: (flag id, value).
@@ -280,27 +276,6 @@ pub(super) fn nbs_arg(text: &str) -> Result<Nbs, String> {
     }
 }
 
-/// `--optimizer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OptimizerArg {
-    /// AdamW at 0.002·5/(4+nc) for any run length (Ultralytics' short-run rule).
-    Auto,
-    /// SGD with Nesterov momentum.
-    Sgd,
-    /// AdamW.
-    Adamw,
-}
-
-impl OptimizerArg {
-    /// The optimiser the memory planner counts (auto is AdamW at every run length).
-    pub fn planned(self) -> headroom_plan::Optimizer {
-        match self {
-            OptimizerArg::Sgd => headroom_plan::Optimizer::Sgd,
-            OptimizerArg::Auto | OptimizerArg::Adamw => headroom_plan::Optimizer::AdamW,
-        }
-    }
-}
-
 /// `--plan`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlanMode {
@@ -321,15 +296,6 @@ pub enum AllocatorArg {
     Compact,
     /// glibc's defaults: freed memory is kept for reuse; faster on the CPU, more resident memory.
     Fast,
-}
-
-/// `--trunk`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TrunkArg {
-    /// ONNX Runtime on the trunk cut out of the same file.
-    Ort,
-    /// headroom's libtorch executor.
-    Torch,
 }
 
 /// Runs `headroom train`.
@@ -465,18 +431,6 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             Ok(Outcome::Interrupted(signal))
         }
     }
-}
-
-/// A model with float16 weights (headroom's FP16 export) cannot be trained: say which file to train.
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-pub(super) fn refuse_fp16(path: &Path, model: &headroom_onnx::Model) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        !model.has_float16_weights(),
-        "{}: its weights are float16: this is an FP16 export; train {}",
-        path.display(),
-        headroom_onnx::fp32_source(path)
-    );
-    Ok(())
 }
 
 /// `best.onnx` of a finished run on its val split, per class (the table of `headroom eval`), from

@@ -2,9 +2,8 @@
 //! `headroom plan`'s fit ladder that fits the device's budget (docs/PLAN.md), and the choice
 //! recorded in the spec.
 
-use headroom_plan::{Planner, TrunkRuntime, format_size};
-use headroom_run::spec::{PlanChoice, RunSpec, TrunkKind};
-use headroom_train::config::OptimizerKind;
+use headroom_plan::{Planner, format_size};
+use headroom_run::spec::{PlanChoice, RunSpec};
 
 use super::device_arg::{BoardArgs, device_arg, resolve_board};
 use super::plan::{PlanArgs, budget, planned_device, train_flags};
@@ -28,12 +27,8 @@ pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs, board: &BoardArgs) -> anyh
     let imgsz = spec.settings.imgsz[0];
     let mut start =
         super::plan::start_setup(&inspection, spec.trainable()?, Some(imgsz), spec.settings.batch)?;
-    start.optimizer = if spec.settings.optimizer == OptimizerKind::Sgd {
-        headroom_plan::Optimizer::Sgd
-    } else {
-        headroom_plan::Optimizer::AdamW
-    };
-    start.trunk = if spec.trunk == TrunkKind::Torch { TrunkRuntime::Torch } else { TrunkRuntime::Ort };
+    start.optimizer = spec.settings.optimizer;
+    start.trunk = spec.trunk;
     start.amp = false;
     start.augment = spec.settings.augment.changes_pixels();
     if let Some(teacher) = &spec.teacher {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::train::{Args, Nbs, OptimizerArg, TrunkArg, absolute, hsv_gains};
+use super::train::{Args, Nbs, absolute, hsv_gains};
 
 /// The spec a command line asks for: every flag for a new run (`base` None); for a resumed run
 /// the saved spec with the flags given on the command line applied (what is then compared).
@@ -13,8 +13,8 @@ pub fn spec_from_args(
     args: &Args,
     base: Option<&headroom_run::spec::RunSpec>,
 ) -> anyhow::Result<headroom_run::spec::RunSpec> {
-    use headroom_run::spec::{RunSpec, TrunkKind};
-    use headroom_train::config::{OptimizerKind, TrainConfig};
+    use headroom_run::spec::RunSpec;
+    use headroom_train::config::TrainConfig;
 
     let given = |id: &str| base.is_none() || args.given.iter().any(|g| g == id);
     let model = match (&args.model, base) {
@@ -57,7 +57,7 @@ pub fn spec_from_args(
         spec.remap = args.remap.clone();
     }
     if given("trunk") {
-        spec.trunk = if args.trunk == TrunkArg::Torch { TrunkKind::Torch } else { TrunkKind::Ort };
+        spec.trunk = args.trunk.into();
     }
     if given("cache_features") {
         spec.cache_features = args.cache_features;
@@ -108,28 +108,19 @@ pub fn spec_from_args(
             if let Some(lr0) = args.lr0 {
                 anyhow::ensure!(lr0 > 0.0 && lr0 < 1.0, "--lr0 {lr0} is not in (0, 1)");
             }
-            match args.optimizer {
-                OptimizerArg::Auto => {
+            match args.optimizer.chosen() {
+                None => {
                     if let Some(lr0) = args.lr0 {
                         tracing::warn!(
                             "--lr0 {lr0} is ignored: --optimizer auto chooses the rate (use sgd or adamw to set it)"
                         );
                     }
                     *s = s.clone().with_auto_optimizer(inspection.classes);
-                    tracing::info!(
-                        "--optimizer auto: {} lr0 {} momentum {}",
-                        match s.optimizer {
-                            headroom_train::config::OptimizerKind::Sgd => "sgd",
-                            headroom_train::config::OptimizerKind::AdamW => "adamw",
-                        },
-                        s.lr0,
-                        s.momentum
-                    );
+                    tracing::info!("--optimizer auto: {} lr0 {} momentum {}", s.optimizer, s.lr0, s.momentum);
                 }
-                chosen => {
+                Some(chosen) => {
                     let defaults = TrainConfig::default();
-                    s.optimizer =
-                        if chosen == OptimizerArg::Adamw { OptimizerKind::AdamW } else { OptimizerKind::Sgd };
+                    s.optimizer = chosen;
                     s.lr0 = args.lr0.unwrap_or(defaults.lr0);
                     s.momentum = defaults.momentum;
                 }

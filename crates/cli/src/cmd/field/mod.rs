@@ -354,7 +354,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
             .train
             .clone()
             .or_else(|| preset.train.clone())
-            .unwrap_or_else(|| crate::cmd::train::DEFAULT_PART.into()),
+            .unwrap_or_else(|| crate::cmd::train_shared::DEFAULT_PART.into()),
         train_flags,
         runs_on: args.device.to_string(),
         board: device.name.clone(),

@@ -1,0 +1,69 @@
+//! What `train` and `plan` (and `field run`, which runs both) share: the defaults of their flags, the
+//! choices as flags (each a thin clap wrapper of the library's one enum, converted exhaustively), and
+//! the models `train` refuses.
+
+use headroom_plan::{Optimizer, TrunkRuntime};
+
+/// What trains by default (`--train`; `headroom plan` starts its ladder from it and freezes more
+/// only when memory asks for it): everything, the configuration that adapted most within the
+/// memory goal (docs/BENCHMARKS.md "Adaptation"; `--train head` is the cheapest).
+pub const DEFAULT_PART: &str = "all";
+/// Images per pass by default (`--batch`; `headroom plan` starts from it): the batch the
+/// adaptation figures were measured at (docs/BENCHMARKS.md).
+pub const DEFAULT_BATCH: usize = 2;
+/// `--optimizer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OptimizerArg {
+    /// AdamW at 0.002·5/(4+nc) for any run length (Ultralytics' short-run rule).
+    Auto,
+    /// SGD with Nesterov momentum.
+    Sgd,
+    /// AdamW.
+    Adamw,
+}
+
+impl OptimizerArg {
+    /// The optimiser chosen; `None` for `auto` (chosen by the run's classes and length).
+    pub fn chosen(self) -> Option<Optimizer> {
+        match self {
+            OptimizerArg::Auto => None,
+            OptimizerArg::Sgd => Some(Optimizer::Sgd),
+            OptimizerArg::Adamw => Some(Optimizer::AdamW),
+        }
+    }
+
+    /// The optimiser the memory planner counts (auto is AdamW at every run length).
+    pub fn planned(self) -> Optimizer {
+        self.chosen().unwrap_or(Optimizer::AdamW)
+    }
+}
+
+/// `--trunk`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrunkArg {
+    /// ONNX Runtime on the trunk cut out of the same file.
+    Ort,
+    /// headroom's libtorch executor.
+    Torch,
+}
+
+impl From<TrunkArg> for TrunkRuntime {
+    fn from(arg: TrunkArg) -> TrunkRuntime {
+        match arg {
+            TrunkArg::Ort => TrunkRuntime::Ort,
+            TrunkArg::Torch => TrunkRuntime::Torch,
+        }
+    }
+}
+
+/// A model with float16 weights (headroom's FP16 export) cannot be trained: say which file to train.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+pub fn refuse_fp16(path: &std::path::Path, model: &headroom_onnx::Model) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !model.has_float16_weights(),
+        "{}: its weights are float16: this is an FP16 export; train {}",
+        path.display(),
+        headroom_onnx::fp32_source(path)
+    );
+    Ok(())
+}
