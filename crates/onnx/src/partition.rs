@@ -46,9 +46,14 @@ impl fmt::Display for Trainable {
 impl FromStr for Trainable {
     type Err = String;
 
-    /// `head`, `neck+head`, `all`, `affine`, or a number `N` (freeze modules `0..N`).
+    /// `head`, `neck+head`, `all`, `affine`, or a number `N` (freeze modules `0..N`); also
+    /// `freeze=N`, as [`Display`](fmt::Display) writes it (the two round-trip).
     fn from_str(s: &str) -> Result<Trainable, String> {
-        match s {
+        match s
+            .strip_prefix("freeze=")
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .unwrap_or(s)
+        {
             "head" => Ok(Trainable::Head),
             "neck+head" => Ok(Trainable::NeckHead),
             "affine" => Ok(Trainable::Affine),
@@ -269,6 +274,24 @@ fn freeze_points_text(points: &[crate::inspect::FreezePoint]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn trainable_text_round_trips() {
+        for t in [
+            Trainable::Head,
+            Trainable::NeckHead,
+            Trainable::Affine,
+            Trainable::Freeze(0),
+            Trainable::Freeze(10),
+        ] {
+            assert_eq!(t.to_string().parse::<Trainable>(), Ok(t), "{t}");
+        }
+        assert_eq!("all".parse::<Trainable>(), Ok(Trainable::Freeze(0)));
+        assert_eq!("10".parse::<Trainable>(), Ok(Trainable::Freeze(10)));
+        for bad in ["freeze=", "freeze=x", "freeze=-1", "heads", ""] {
+            assert!(bad.parse::<Trainable>().is_err(), "{bad}");
+        }
+    }
+
     use super::*;
 
     #[test]

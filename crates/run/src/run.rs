@@ -295,7 +295,7 @@ fn execute(
         device::resolve_saved(&spec.device, spec.device_preset.as_ref(), device::cuda_available(), true)?;
     let device = device::torch_device(&device_text)?;
     let mut start = starting_model(&spec, options.threads)?;
-    let trainable = spec.trainable()?;
+    let trainable = spec.part;
     let student = Student::new(&start.model, trainable, device).map_err(|e| {
         // Most of these errors name the model already: once is enough.
         let text = e.to_string();
@@ -379,7 +379,7 @@ fn execute(
         inputs.val.len(),
         dir.display()
     );
-    let (model_path, part) = (spec.model.clone(), spec.part.clone());
+    let (model_path, part) = (spec.model.clone(), spec.part.to_string());
     let outputs = EpochOutputs {
         dir,
         model: &model_path,

@@ -41,8 +41,9 @@ pub struct RunSpec {
     pub model: PathBuf,
     /// The dataset's `data.yaml`.
     pub data: PathBuf,
-    /// What trains (`head`, `neck+head`, `freeze=N`).
-    pub part: String,
+    /// What trains (`head`, `neck+head`, `freeze=N`, `affine` in `config.toml`).
+    #[serde(with = "text")]
+    pub part: Trainable,
     /// Where libtorch trains (`cpu`, `cuda`, `cuda:N`; `--device auto` is saved as what it
     /// decided). Runs saved before `--board` existed may hold a board preset's name here.
     pub device: String,
@@ -100,7 +101,7 @@ impl RunSpec {
         RunSpec {
             model,
             data,
-            part: "head".into(),
+            part: Trainable::Head,
             device: "cpu".into(),
             replay: None,
             replay_fraction: 1.0,
@@ -119,11 +120,6 @@ impl RunSpec {
         }
     }
 
-    /// The part to train.
-    pub fn trainable(&self) -> Result<Trainable> {
-        self.part.replace("freeze=", "").parse().map_err(|reason| Error::Spec { key: "part".into(), reason })
-    }
-
     /// The memory cap in bytes, if any.
     pub fn memory_cap_bytes(&self) -> Result<Option<u64>> {
         let Some(text) = &self.memory_cap else { return Ok(None) };
@@ -140,7 +136,7 @@ impl RunSpec {
         Ok(Some(bytes))
     }
 
-    /// Checks every setting: the training settings' bounds, the part, the replay share, the memory
+    /// Checks every setting: the training settings' bounds, the replay share, the memory
     /// cap, and that a feature cache is not asked for with augmentations that change the trunk's
     /// input. The same checks run for a new run and for a saved one.
     pub fn validate(&self) -> Result<()> {
@@ -150,7 +146,6 @@ impl RunSpec {
             }
             other => other.into(),
         })?;
-        self.trainable()?;
         self.memory_cap_bytes()?;
         if !(0.0..=10.0).contains(&self.replay_fraction) || !self.replay_fraction.is_finite() {
             return Err(Error::Spec {
@@ -171,7 +166,7 @@ impl RunSpec {
                 reason: format!("{} is not in 0..=64", self.renorm),
             });
         }
-        if !(self.time_hours.is_finite() && (0.0..=10_000.0).contains(&self.time_hours)) {
+        if !(self.time_hours == 0.0 || headroom_train::config::limits::hours(self.time_hours)) {
             return Err(Error::Spec {
                 key: "time_hours".into(),
                 reason: format!("{} is not hours in 0..=10000 (0: no limit)", self.time_hours),
@@ -273,6 +268,29 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
+/// A value saved as its text (`Display`), read back with `FromStr`: `config.toml` keeps the words
+/// a person reads (`part = "freeze=0"`).
+mod text {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<T: Display, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(value)
+    }
+
+    pub fn deserialize<'de, T, D>(deserializer: D) -> Result<T, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: Deserializer<'de>,
+    {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,7 +353,7 @@ mod tests {
     #[test]
     fn differences_name_each_changed_key() {
         let mut other = spec();
-        other.part = "neck+head".into();
+        other.part = Trainable::NeckHead;
         other.settings.batch = 1;
         let diff = spec().differences(&other);
         let keys: Vec<&str> = diff.iter().map(|(k, _, _)| k.as_str()).collect();

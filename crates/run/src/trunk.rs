@@ -40,7 +40,11 @@ pub fn trunk_for<'a>(
     if spec.cache_features {
         let key = CacheKey::new(
             base_sha.to_string(),
-            if spec.renorm > 0 { format!("{}+renorm{}", spec.part, spec.renorm) } else { spec.part.clone() },
+            if spec.renorm > 0 {
+                format!("{}+renorm{}", spec.part, spec.renorm)
+            } else {
+                spec.part.to_string()
+            },
             spec.settings.imgsz,
             spec.settings.flip > 0.0,
             records,

@@ -128,10 +128,38 @@ pub fn auto_lr0(nc: usize) -> f64 {
     (0.002 * 5.0 / (4.0 + nc as f64) * 1e6).round() / 1e6
 }
 
-/// The bounds every setting is checked against (inclusive unless the message says otherwise).
-const EPOCHS: (usize, usize) = (1, 10_000);
-const BATCH: (usize, usize) = (1, 256);
-const NBS: (usize, usize) = (1, 4096);
+/// The bounds of a run's settings, one set for the flags' parsers (`headroom train`, `field run`),
+/// the presets (`configs/runs.toml`) and [`TrainConfig::validate`] (inclusive unless said).
+pub mod limits {
+    /// Fewest epochs.
+    pub const EPOCHS_MIN: usize = 1;
+    /// Most epochs.
+    pub const EPOCHS_MAX: usize = 10_000;
+    /// Smallest batch.
+    pub const BATCH_MIN: usize = 1;
+    /// Largest batch.
+    pub const BATCH_MAX: usize = 256;
+    /// Smallest nominal batch.
+    pub const NBS_MIN: usize = 1;
+    /// Largest nominal batch.
+    pub const NBS_MAX: usize = 4096;
+    /// Most hours of a time budget (`--time`, `time_hours`); more than 0.
+    pub const HOURS_MAX: f64 = 10_000.0;
+
+    /// Whether `lr0` is an initial learning rate: in (0, 1).
+    pub fn lr0(lr0: f64) -> bool {
+        lr0 > 0.0 && lr0 < 1.0
+    }
+
+    /// Whether `hours` is a time budget: in (0, [`HOURS_MAX`]].
+    pub fn hours(hours: f64) -> bool {
+        hours.is_finite() && hours > 0.0 && hours <= HOURS_MAX
+    }
+}
+
+const EPOCHS: (usize, usize) = (limits::EPOCHS_MIN, limits::EPOCHS_MAX);
+const BATCH: (usize, usize) = (limits::BATCH_MIN, limits::BATCH_MAX);
+const NBS: (usize, usize) = (limits::NBS_MIN, limits::NBS_MAX);
 
 impl TrainConfig {
     /// headroom's `optimizer=auto` rule: AdamW at `0.002 · 5 / (4 + nc)` (Ultralytics' formula for
@@ -163,7 +191,7 @@ impl TrainConfig {
         let real = |key: &str, v: f64, ok: bool, range: &str| {
             if v.is_finite() && ok { Ok(()) } else { bad(key, v.to_string(), range) }
         };
-        real("lr0", self.lr0, self.lr0 > 0.0 && self.lr0 < 1.0, "(0, 1)")?;
+        real("lr0", self.lr0, limits::lr0(self.lr0), "(0, 1)")?;
         real("lrf", self.lrf, self.lrf > 0.0 && self.lrf <= 1.0, "(0, 1]")?;
         real("momentum", self.momentum, (0.0..1.0).contains(&self.momentum), "[0, 1)")?;
         real("weight_decay", self.weight_decay, (0.0..=0.1).contains(&self.weight_decay), "[0, 0.1]")?;

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use headroom_field::gate::GateSettings;
+use headroom_train::config::limits;
 use serde::{Deserialize, Serialize};
 
 /// The presets shipped in `configs/runs.toml`.
@@ -89,8 +90,10 @@ impl RunPreset {
             super::train::nbs_arg(&n.to_string()).map_err(|e| format!("nbs = {n}: {e}"))?;
         }
         if let Some(epochs) = self.epochs {
-            super::provider_args::count_arg::<1, 10000>(&epochs.to_string())
-                .map_err(|e| format!("epochs = {epochs}: {e}"))?;
+            super::provider_args::count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>(
+                &epochs.to_string(),
+            )
+            .map_err(|e| format!("epochs = {epochs}: {e}"))?;
         }
         if let Some(n) = self.max_images {
             super::provider_args::count_arg::<1, 100_000_000>(&n.to_string())
@@ -117,7 +120,7 @@ impl RunPreset {
             return Err("dense_kd needs distill = true (it is the gain of the teacher's term)".into());
         }
         if let Some(lr) = self.lr0 {
-            if !(lr > 0.0 && lr < 1.0) {
+            if !limits::lr0(lr) {
                 return Err(format!("lr0 = {lr}: a rate in (0, 1)"));
             }
             if self.optimizer.as_deref().is_none_or(|o| o == "auto") {
@@ -127,7 +130,7 @@ impl RunPreset {
             }
         }
         if let Some(h) = self.time_hours
-            && !(h.is_finite() && h > 0.0 && h <= 10_000.0)
+            && !limits::hours(h)
         {
             return Err(format!("time_hours = {h}: hours in (0, 10000]"));
         }
@@ -236,7 +239,11 @@ pub fn apply_to_train(args: &mut super::train::Args) -> anyhow::Result<()> {
         let bad = |e: String| anyhow::anyhow!("--preset {name}: {flag} {value}: {e}");
         let number = |v: &str| v.parse::<f32>().map_err(|_| bad("not a number".into()));
         match flag {
-            "--epochs" => args.epochs = super::provider_args::count_arg::<1, 10000>(value).map_err(bad)?,
+            "--epochs" => {
+                args.epochs =
+                    super::provider_args::count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>(value)
+                        .map_err(bad)?
+            }
             "--train" => args.train = value.to_string(),
             "--nbs" => args.nbs = super::train::nbs_arg(value).map_err(bad)?,
             "--optimizer" => {

@@ -12,6 +12,7 @@ use super::device_arg::{BoardArgs, DEVICE_VALUES, DeviceArg, device_arg};
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 use super::train_shared::refuse_fp16;
 pub use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
+use headroom_train::config::limits;
 
 /// Epochs by default (`--epochs`): the adaptation figures' 30 (10 lost to 30 with augmentation).
 pub const DEFAULT_EPOCHS: usize = 30;
@@ -39,7 +40,7 @@ pub struct Args {
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub freeze: Option<usize>,
     /// Epochs.
-    #[arg(long, default_value_t = DEFAULT_EPOCHS, value_parser = super::provider_args::count_arg::<1, 10000>)]
+    #[arg(long, default_value_t = DEFAULT_EPOCHS, value_parser = super::provider_args::count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>)]
     pub epochs: usize,
     /// Stop when the val fitness has not improved for N epochs (Ultralytics' `patience`; 0: never).
     /// Saved with the run; a resumed run keeps it.
@@ -53,7 +54,7 @@ pub struct Args {
     /// Images per forward pass (gradients accumulate to --nbs). Not given, a static export whose
     /// batch is fixed at 1 and whose trained part reshapes with it (attention in 11, v10, 26) trains
     /// at 1 (logged).
-    #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = super::provider_args::count_arg::<1, 256>)]
+    #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = super::provider_args::count_arg::<{ limits::BATCH_MIN }, { limits::BATCH_MAX }>)]
     pub batch: usize,
     /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs: 64).
     /// `auto`: sized to the data, the largest power of two up to 64 with which the run still makes
@@ -243,7 +244,7 @@ pub struct Args {
 /// `--time`: hours, more than 0.
 pub(super) fn hours_arg(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(h) if h.is_finite() && h > 0.0 && h <= 10_000.0 => Ok(h),
+        Ok(h) if limits::hours(h) => Ok(h),
         _ => Err(format!("`{text}` is not a number of hours in (0, 10000]")),
     }
 }

@@ -25,8 +25,7 @@ pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs, board: &BoardArgs) -> anyh
     let model = headroom_onnx::Model::load(&spec.model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
     let imgsz = spec.settings.imgsz[0];
-    let mut start =
-        super::plan::start_setup(&inspection, spec.trainable()?, Some(imgsz), spec.settings.batch)?;
+    let mut start = super::plan::start_setup(&inspection, spec.part, Some(imgsz), spec.settings.batch)?;
     start.optimizer = spec.settings.optimizer;
     start.trunk = spec.trunk;
     start.amp = false;
@@ -64,7 +63,7 @@ pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs, board: &BoardArgs) -> anyh
     s.amp = setup.amp;
     s.imgsz = [setup.imgsz[1], setup.imgsz[0]];
     spec.cache_features = setup.cache_features;
-    spec.part = setup.trainable.to_string();
+    spec.part = setup.trainable;
     spec.plan = Some(PlanChoice {
         device: preset.name.clone(),
         budget: found.budget,

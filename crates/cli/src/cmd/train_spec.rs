@@ -35,7 +35,7 @@ pub fn spec_from_args(
             Some(n) => headroom_onnx::Trainable::Freeze(n),
             None => args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?,
         };
-        spec.part = trainable.to_string();
+        spec.part = trainable;
     }
     if given("device") {
         spec.device = args.device.torch_text();
@@ -106,7 +106,7 @@ pub fn spec_from_args(
         }
         if set("optimizer") || set("lr0") {
             if let Some(lr0) = args.lr0 {
-                anyhow::ensure!(lr0 > 0.0 && lr0 < 1.0, "--lr0 {lr0} is not in (0, 1)");
+                anyhow::ensure!(headroom_train::config::limits::lr0(lr0), "--lr0 {lr0} is not in (0, 1)");
             }
             match args.optimizer.chosen() {
                 None => {
@@ -266,7 +266,7 @@ fn default_batch_within_the_export(
     inspection: &headroom_onnx::inspect::Inspection,
 ) -> anyhow::Result<()> {
     let [w, h] = spec.settings.imgsz;
-    let limit = headroom_plan::Planner::new(model, inspection, 0).batch_limit(spec.trainable()?, [h, w])?;
+    let limit = headroom_plan::Planner::new(model, inspection, 0).batch_limit(spec.part, [h, w])?;
     if limit < spec.settings.batch {
         tracing::info!(
             "--batch {limit}: the export's batch is fixed at 1 and the part to train ({}) reshapes with it \

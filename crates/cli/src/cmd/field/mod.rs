@@ -26,6 +26,7 @@ use headroom_field::inputs::{Given, absolute_file, check_inputs, class_names, wo
 use headroom_field::runner::ChildRunner;
 use headroom_field::state::RunSettings;
 use headroom_field::{deploy, gate};
+use headroom_train::config::limits;
 
 /// Arguments of `headroom field`.
 #[derive(Debug, clap::Args)]
@@ -133,7 +134,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "0", value_name = "SIZE")]
     pub reserve: String,
     /// Epochs [default: the preset's].
-    #[arg(long, value_parser = count_arg::<1, 10000>)]
+    #[arg(long, value_parser = count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>)]
     pub epochs: Option<usize>,
     /// What trains [default: the preset's].
     #[arg(long, value_name = "PART")]
@@ -311,7 +312,11 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         overrides.extend(["--train".to_string(), train.clone()]);
     }
     if let Some(hours) = args.time {
-        anyhow::ensure!(hours > 0.0 && hours.is_finite(), "--time {hours}: hours, more than 0");
+        anyhow::ensure!(
+            limits::hours(hours),
+            "--time {hours}: hours, more than 0 and at most {}",
+            limits::HOURS_MAX
+        );
         overrides.extend(["--time".to_string(), hours.to_string()]);
     }
     let settings = RunSettings {
