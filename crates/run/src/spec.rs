@@ -42,7 +42,7 @@ pub struct RunSpec {
     /// The dataset's `data.yaml`.
     pub data: PathBuf,
     /// What trains (`head`, `neck+head`, `freeze=N`, `affine` in `config.toml`).
-    #[serde(with = "text")]
+    #[serde(with = "part_text")]
     pub part: Trainable,
     /// Where libtorch trains (`cpu`, `cuda`, `cuda:N`; `--device auto` is saved as what it
     /// decided). Runs saved before `--board` existed may hold a board preset's name here.
@@ -268,26 +268,19 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
-/// A value saved as its text (`Display`), read back with `FromStr`: `config.toml` keeps the words
-/// a person reads (`part = "freeze=0"`).
-mod text {
-    use std::fmt::Display;
-    use std::str::FromStr;
-
+/// `part` saved as its text (`part = "freeze=0"`, the words a person reads), read back with
+/// `Trainable`'s `FromStr`; a bad one names the key.
+mod part_text {
+    use headroom_onnx::Trainable;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<T: Display, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(value)
+    pub fn serialize<S: Serializer>(part: &Trainable, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(part)
     }
 
-    pub fn deserialize<'de, T, D>(deserializer: D) -> Result<T, D::Error>
-    where
-        T: FromStr,
-        T::Err: Display,
-        D: Deserializer<'de>,
-    {
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Trainable, D::Error> {
         let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        text.parse().map_err(|e| serde::de::Error::custom(format!("part = {text:?}: {e}")))
     }
 }
 
