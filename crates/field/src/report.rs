@@ -29,7 +29,10 @@ pub fn finish(
                 .collect()
         })
         .unwrap_or_default();
-    let label = read_json("label.json");
+    // `headroom label --json`'s report is its manifest.
+    let label: Option<headroom_infer::label::LabelManifest> =
+        std::fs::read_to_string(run.join("label.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+    let counts = label.as_ref().map(|l| &l.counts);
     let decision = if gate.deploy { "deployed" } else { "kept" };
     let deployed_sha = headroom_core::hash::sha256_file(deployed)?;
     let summary = serde_json::json!({
@@ -49,8 +52,8 @@ pub fn finish(
         "artefacts": artefacts,
         "calibration_cache": Some(run.join("export/best.int8.calib")).filter(|p| p.is_file()),
         "engines": export["engines"],
-        "labelled": { "images": label["counts"]["images"], "labelled_now": label["counts"]["labelled"],
-                      "already_labelled": label["counts"]["already_done"] },
+        "labelled": { "images": counts.map(|c| c.images), "labelled_now": counts.map(|c| c.labelled),
+                      "already_labelled": counts.map(|c| c.already_done) },
         "gate": run.join("gate.json"),
         "plan": run.join("plan.json"),
         "step_seconds": state.seconds.iter().map(|(s, t)| (s.to_string(), serde_json::json!((t * 10.0).round() / 10.0))).collect::<serde_json::Map<_, _>>(),

@@ -266,8 +266,52 @@ pub fn log_steps(dir: &Path, steps: &[StepDown]) -> Result<()> {
 }
 
 /// The summary of a finished run, if it has one.
-pub fn read_results(dir: &Path) -> Option<serde_json::Value> {
+pub fn read_results(dir: &Path) -> Option<RunResults> {
     serde_json::from_slice(&std::fs::read(dir.join(RESULTS_FILE)).ok()?).ok()
+}
+
+/// `results.json`: how a finished run ended, the files it left and its memory (`headroom train
+/// --json` prints it; the field loop's report reads it). Keys missing from an older file read as
+/// their defaults.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct RunResults {
+    /// The run folder.
+    pub run: PathBuf,
+    /// Epochs asked for.
+    pub epochs: usize,
+    /// Epochs trained (fewer when it stopped early).
+    pub epochs_done: usize,
+    /// Why it stopped before its last epoch (`--patience`, `--time`), if it did.
+    pub stopped_early: Option<String>,
+    /// The epoch (1-based; 0: the starting model) of `best.onnx`.
+    pub best_epoch: Option<usize>,
+    /// `best.onnx`'s val fitness.
+    pub best_fitness: Option<f64>,
+    /// The starting model's val fitness (epoch 0).
+    pub start_fitness: Option<f64>,
+    /// `best.onnx` validated once more at the end, as Ultralytics does (none with `--remap`).
+    pub best_val: Option<headroom_core::metrics::Metrics>,
+    /// `best.onnx`.
+    pub best: PathBuf,
+    /// `last.onnx`.
+    pub last: PathBuf,
+    /// The peak resident set, MiB.
+    pub peak_rss_mb: f64,
+    /// The CUDA caching allocator's reserved peak, MiB (on CUDA).
+    pub peak_cuda_reserved_mb: Option<f64>,
+    /// Its allocated peak, MiB (on CUDA).
+    pub peak_cuda_allocated_mb: Option<f64>,
+    /// The peak held against the budget and the planner, MiB.
+    pub peak_mb: f64,
+    /// Which memory the peaks are of.
+    pub memory_pool: String,
+    /// The planner's estimate of this run and its error against the peaks.
+    pub planner: serde_json::Value,
+    /// Each step down the ladder memory forced.
+    pub steps_down: Vec<headroom_train::memory_guard::StepDown>,
+    /// The re-normalisation applied before training (`--renorm`).
+    pub renorm: Vec<crate::renorm::RenormStep>,
 }
 
 /// The process's peak resident memory (`VmHWM`), MB, where /proc tells it.

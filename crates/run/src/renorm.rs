@@ -18,7 +18,7 @@ use headroom_train::tch::Device;
 use crate::{Error, Result};
 
 /// What re-normalisation did to one Conv.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RenormStep {
     /// The Conv node.
     pub node: String,

@@ -19,7 +19,7 @@ use headroom_train::memory_guard::{Allocator, LadderStepDown, MemoryCap, MemoryP
 use headroom_train::state::{EpochStats, PHASES};
 use headroom_train::trainer::Trainer;
 
-use crate::folder::{self, RESULTS_FILE};
+use crate::folder::{self, RESULTS_FILE, RunResults};
 use crate::inputs::Inputs;
 use crate::observer::{EpochReport, Observer};
 use crate::spec::{RunSpec, SPEC_FILE, TrunkRuntime};
@@ -42,9 +42,9 @@ pub struct RunOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunEnd {
     /// Trained to its last epoch; `results.json`'s content.
-    Finished(serde_json::Value),
+    Finished(RunResults),
     /// It had already finished: nothing was done; its `results.json`.
-    AlreadyFinished(serde_json::Value),
+    AlreadyFinished(RunResults),
     /// Stopped on request at a checkpoint; `headroom train --resume` continues it.
     Interrupted,
 }
@@ -87,7 +87,7 @@ pub fn resume(
         spec.validate()?;
     }
     if let Some(results) = folder::read_results(dir)
-        && results["epochs"].as_u64() == Some(spec.settings.epochs as u64)
+        && results.epochs == spec.settings.epochs
     {
         return Ok(RunEnd::AlreadyFinished(results));
     }
@@ -405,30 +405,33 @@ fn execute(
         estimate["error_pct_vs_peak_rss"] = error(peak.rss_mb);
         estimate["error_pct_vs_peak"] = error(peak.counted_mb);
     }
-    let results = serde_json::json!({
-        "run": dir,
-        "epochs": spec.settings.epochs,
-        "epochs_done": ended.epochs_done,
-        "stopped_early": ended.stopped_early,
-        "best_epoch": ended.best_epoch,
-        "best_fitness": best,
-        "start_fitness": folder::read_start_fitness(dir),
-        "best_val": best_val,
-        "best": dir.join("best.onnx"),
-        "last": dir.join("last.onnx"),
-        "peak_rss_mb": peak.rss_mb,
-        "peak_cuda_reserved_mb": peak.cuda_reserved_mb,
-        "peak_cuda_allocated_mb": peak.cuda_allocated_mb,
-        "peak_mb": peak.counted_mb,
-        "memory_pool": match pool {
+    let results = RunResults {
+        run: dir.to_path_buf(),
+        epochs: spec.settings.epochs,
+        epochs_done: ended.epochs_done,
+        stopped_early: ended.stopped_early,
+        best_epoch: ended.best_epoch,
+        best_fitness: best,
+        start_fitness: folder::read_start_fitness(dir),
+        best_val,
+        best: dir.join("best.onnx"),
+        last: dir.join("last.onnx"),
+        peak_rss_mb: peak.rss_mb,
+        peak_cuda_reserved_mb: peak.cuda_reserved_mb,
+        peak_cuda_allocated_mb: peak.cuda_allocated_mb,
+        peak_mb: peak.counted_mb,
+        memory_pool: match pool {
             MemoryPool::Cpu => "cpu (resident set)",
-            MemoryPool::Cuda { unified: true, .. } => "cuda, unified with the system's (allocator reserved + resident set)",
+            MemoryPool::Cuda { unified: true, .. } => {
+                "cuda, unified with the system's (allocator reserved + resident set)"
+            }
             MemoryPool::Cuda { unified: false, .. } => "cuda (allocator reserved)",
-        },
-        "planner": estimate,
-        "steps_down": trainer.steps_down(),
-        "renorm": start.renorm,
-    });
+        }
+        .to_string(),
+        planner: estimate,
+        steps_down: trainer.steps_down().to_vec(),
+        renorm: start.renorm,
+    };
     let text = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
     headroom_core::fsio::write_atomic(&dir.join(RESULTS_FILE), text.as_bytes())?;
     Ok(RunEnd::Finished(results))

@@ -400,9 +400,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             }
             if tracing::enabled!(tracing::Level::INFO) {
                 // As Ultralytics ends a run: best.onnx validated, per class.
-                if let Some(run) = results["run"].as_str() {
-                    eprintln!("\nvalidated {}:", Path::new(run).join("best.onnx").display());
-                }
+                eprintln!("\nvalidated {}:", results.run.join("best.onnx").display());
                 match best_table(&results) {
                     Ok(table) => eprint!("{table}"),
                     Err(e) => tracing::warn!("the summary table of best.onnx: {e:#}"),
@@ -414,9 +412,9 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
         RunEnd::AlreadyFinished(results) => {
             eprintln!(
                 "{}: this run has finished ({} of {} epochs); --resume --epochs N (more) extends it",
-                results["run"].as_str().unwrap_or("the run"),
-                results["epochs_done"].as_u64().unwrap_or(results["epochs"].as_u64().unwrap_or(0)),
-                results["epochs"]
+                results.run.display(),
+                results.epochs_done,
+                results.epochs
             );
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&results)?);
@@ -438,23 +436,21 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
 /// the validation the run ended with (`results.json`'s `best_val`); empty when there was none
 /// (`--remap`: metrics.csv has the run's own validation).
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn best_table(results: &serde_json::Value) -> anyhow::Result<String> {
+fn best_table(results: &headroom_run::folder::RunResults) -> anyhow::Result<String> {
     use headroom_core::dataset::DataConfig;
-    let Some(best_val) = results.get("best_val").filter(|v| !v.is_null()) else {
+    let Some(metrics) = &results.best_val else {
         return Ok(String::new());
     };
-    let metrics: headroom_core::metrics::Metrics = serde_json::from_value(best_val.clone())?;
-    let dir = PathBuf::from(results["run"].as_str().unwrap_or_default());
-    let spec = headroom_run::spec::RunSpec::load(&dir)?;
+    let spec = headroom_run::spec::RunSpec::load(&results.run)?;
     let config = DataConfig::load(&spec.data)?;
-    Ok(super::eval::table(&metrics, &config.names))
+    Ok(super::eval::table(metrics, &config.names))
 }
 
 /// The end of a run in one line: where its files are and which epoch `best.onnx` is.
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn finished_line(results: &serde_json::Value) -> String {
-    let run = results["run"].as_str().unwrap_or("the run folder");
-    let best = match (results["best_epoch"].as_u64(), results["best_fitness"].as_f64()) {
+fn finished_line(results: &headroom_run::folder::RunResults) -> String {
+    let run = results.run.display();
+    let best = match (results.best_epoch, results.best_fitness) {
         (Some(0), Some(fitness)) => {
             format!("; best.onnx is the starting model (epoch 0, fitness {fitness:.4}): no epoch beat it")
         }
@@ -462,7 +458,7 @@ fn finished_line(results: &serde_json::Value) -> String {
         _ => String::new(),
     };
     let stopped =
-        results["stopped_early"].as_str().map(|w| format!("; stopped early: {w}")).unwrap_or_default();
+        results.stopped_early.as_deref().map(|w| format!("; stopped early: {w}")).unwrap_or_default();
     format!("results saved to {run}{best}{stopped}")
 }
 
