@@ -27,6 +27,8 @@ bash scripts/tests/jetson_bundle_logic.sh || fail "scripts/jetson-bundle.sh's lo
 
 stage "the crate dependencies as docs/ARCHITECTURE.md draws them (scripts/tests/architecture.sh)"
 bash scripts/tests/architecture.sh || fail "docs/ARCHITECTURE.md's dependency table (see the FAIL lines above)"
+stage "no import circle between the files of any crate (scripts/tests/module_circles.py)"
+python3 scripts/tests/module_circles.py || fail "an import circle between files of one crate (see the FAIL lines above)"
 
 stage "native dependencies (scripts/setup.sh)"
 scripts/setup.sh || fail "scripts/setup.sh (see its message above)"

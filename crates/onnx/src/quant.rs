@@ -36,7 +36,7 @@ use crate::fp16::types::{FLOAT, element_types, import_ops};
 use crate::model::Model;
 use crate::ops::Op;
 use crate::proto::{AttributeProto, NodeProto, TensorProto, attribute_proto::AttributeType};
-use crate::tensor::TensorData;
+use crate::tensor::{TensorData, float_tensor};
 pub use calib::{BINS, Histogram, Method};
 
 /// `TensorProto.DataType.INT8`.
@@ -322,16 +322,6 @@ fn node(op: &str, name: &str, inputs: &[&str], output: &str, axis: Option<i64>) 
             })
             .into_iter()
             .collect(),
-        ..Default::default()
-    }
-}
-
-fn float_tensor(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
-    TensorProto {
-        name: Some(name.to_string()),
-        dims: dims.to_vec(),
-        data_type: Some(FLOAT),
-        raw_data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
         ..Default::default()
     }
 }

@@ -197,6 +197,17 @@ fn from_typed(proto: &TensorProto, dtype: DataType) -> Result<TensorData, String
     })
 }
 
+/// A float32 initializer `name` of shape `dims` holding `values` (raw little-endian data).
+pub fn float_tensor(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
+    TensorProto {
+        name: Some(name.to_string()),
+        dims: dims.to_vec(),
+        data_type: Some(DataType::Float as i32),
+        raw_data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -311,7 +311,18 @@ pub struct RunResults {
     /// Each step down the ladder memory forced.
     pub steps_down: Vec<headroom_train::memory_guard::StepDown>,
     /// The re-normalisation applied before training (`--renorm`).
-    pub renorm: Vec<crate::renorm::RenormStep>,
+    pub renorm: Vec<RenormStep>,
+}
+
+/// What re-normalisation did to one Conv.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RenormStep {
+    /// The Conv node.
+    pub node: String,
+    /// Smallest and largest scale `a = σ_old/σ_new` applied (after clamping).
+    pub scale: [f64; 2],
+    /// Largest shift of a channel's mean that was corrected, in units of its old std.
+    pub shift: f64,
 }
 
 /// The process's peak resident memory (`VmHWM`), MB, where /proc tells it.

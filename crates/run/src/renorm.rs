@@ -17,16 +17,7 @@ use headroom_train::tch::Device;
 
 use crate::{Error, Result};
 
-/// What re-normalisation did to one Conv.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RenormStep {
-    /// The Conv node.
-    pub node: String,
-    /// Smallest and largest scale `a = σ_old/σ_new` applied (after clamping).
-    pub scale: [f64; 2],
-    /// Largest shift of a channel's mean that was corrected, in units of its old std.
-    pub shift: f64,
-}
+pub use crate::folder::RenormStep;
 
 /// The fewest new images whose statistics a run re-normalises on (checked by the run, which names
 /// the dataset).

@@ -19,6 +19,7 @@ mod provider_args;
 mod settle_arg;
 mod synth;
 mod train;
+mod train_args;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod train_plan;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]

@@ -55,8 +55,10 @@ pub struct RunPreset {
 }
 
 /// The labelled set's bound when neither the preset nor `--max-images` gives one.
+#[cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(dead_code))]
 pub const DEFAULT_MAX_IMAGES: usize = 5000;
 /// Runs `history/` keeps when neither the preset nor `--keep-runs` says.
+#[cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(dead_code))]
 pub const DEFAULT_KEEP_RUNS: usize = 10;
 
 /// `nbs = "auto"` or `nbs = 8`.
@@ -87,7 +89,7 @@ impl RunPreset {
         }
         // The rules of `headroom train`'s flags, so that both verbs refuse a preset alike.
         if let Some(NbsValue::Count(n)) = &self.nbs {
-            super::train::nbs_arg(&n.to_string()).map_err(|e| format!("nbs = {n}: {e}"))?;
+            super::train_args::nbs_arg(&n.to_string()).map_err(|e| format!("nbs = {n}: {e}"))?;
         }
         if let Some(epochs) = self.epochs {
             super::provider_args::count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>(
@@ -169,7 +171,7 @@ impl RunPreset {
             set("time", hours.to_string());
         }
         let augment: &[(&str, &str)] = match self.augment {
-            Some(true) => &super::train::AUGMENT_DEFAULTS,
+            Some(true) => &super::train_args::AUGMENT_DEFAULTS,
             Some(false) => &AUGMENT_OFF,
             None => &[],
         };
@@ -225,7 +227,7 @@ pub fn load(spec: &str) -> anyhow::Result<(String, RunPreset)> {
 }
 
 /// Applies `--preset` to `headroom train`'s arguments: each key the command line did not give.
-pub fn apply_to_train(args: &mut super::train::Args) -> anyhow::Result<()> {
+pub fn apply_to_train(args: &mut super::train_args::Args) -> anyhow::Result<()> {
     let Some(spec) = args.preset.clone() else { return Ok(()) };
     let (name, preset) = load(&spec)?;
     anyhow::ensure!(
@@ -245,7 +247,7 @@ pub fn apply_to_train(args: &mut super::train::Args) -> anyhow::Result<()> {
                         .map_err(bad)?
             }
             "--train" => args.train = value.to_string(),
-            "--nbs" => args.nbs = super::train::nbs_arg(value).map_err(bad)?,
+            "--nbs" => args.nbs = super::train_args::nbs_arg(value).map_err(bad)?,
             "--optimizer" => {
                 args.optimizer = clap::ValueEnum::from_str(value, false).map_err(bad)?;
             }
@@ -256,7 +258,7 @@ pub fn apply_to_train(args: &mut super::train::Args) -> anyhow::Result<()> {
             "--translate" => args.translate = number(value)?,
             "--hsv" => args.hsv = value.to_string(),
             "--patience" => args.patience = value.parse().map_err(|_| bad("not a count".into()))?,
-            "--time" => args.time = Some(super::train::hours_arg(value).map_err(bad)?),
+            "--time" => args.time = Some(super::train_args::hours_arg(value).map_err(bad)?),
             _ => anyhow::bail!("--preset {name}: {flag} is not a train flag"),
         }
     }

@@ -15,6 +15,7 @@ pub struct SettleArgs {
 
 impl SettleArgs {
     /// The settle time.
+    #[cfg_attr(not(feature = "onnxruntime"), allow(dead_code))]
     pub fn duration(self) -> Duration {
         Duration::from_secs(self.settle)
     }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::train::{Args, Nbs, absolute, hsv_gains};
+use super::train_args::{Args, Nbs, absolute, hsv_gains};
 
 /// The spec a command line asks for: every flag for a new run (`base` None); for a resumed run
 /// the saved spec with the flags given on the command line applied (what is then compared).

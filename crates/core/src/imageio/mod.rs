@@ -172,7 +172,7 @@ mod tests {
         if format == ImageFormat::Png {
             bytes[16..20].copy_from_slice(&width.to_be_bytes());
             bytes[20..24].copy_from_slice(&height.to_be_bytes());
-            let crc = crate::dataset::verify::crc32(&bytes[12..29]);
+            let crc = crc32fast::hash(&bytes[12..29]);
             bytes[29..33].copy_from_slice(&crc.to_be_bytes());
         } else {
             let sof = bytes.windows(2).position(|w| w == [0xFF, 0xC0]).expect("baseline SOF0");

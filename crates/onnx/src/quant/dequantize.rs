@@ -74,7 +74,7 @@ struct Weight {
 
 impl Weight {
     fn with_name(self, name: &str) -> TensorProto {
-        super::float_tensor(name, &self.dims, &self.values)
+        crate::tensor::float_tensor(name, &self.dims, &self.values)
     }
 }
 
