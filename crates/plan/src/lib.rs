@@ -1,6 +1,9 @@
 //! headroom-plan: training-memory planning from the model itself.
 //!
+//! - [`choice`]: the choices a run's memory depends on, one enum each ([`Optimizer`], [`TrunkRuntime`]).
 //! - [`devices`]: device presets (`configs/devices.toml`, embedded in the binary).
+//! - [`budget`](mod@budget): the memory a plan may use (`--budget`: a preset's, a size, or this machine's
+//!   free memory; less `--reserve`).
 //! - [`memory`]: the estimate of one training configuration by component ([`memory::Planner`]),
 //!   from the ONNX IR's inferred shapes, the trunk/trainable [`headroom_onnx::Partition`] and what
 //!   libtorch's autograd saves per op ([`saved`], [`graph_memory`]).
@@ -8,10 +11,11 @@
 //!   freeze more → feature cache → imgsz down → a smaller student) and the in-run step-down after
 //!   an out-of-memory error.
 //!
-//! Pure: no libtorch, no ONNX Runtime.
+//! Pure: no libtorch, no ONNX Runtime (`--budget auto` on a discrete GPU runs `nvidia-smi`).
 
 use std::path::PathBuf;
 
+pub mod budget;
 pub mod choice;
 pub mod devices;
 pub mod graph_memory;
@@ -20,6 +24,7 @@ pub mod memory;
 pub mod saved;
 pub mod size;
 
+pub use budget::{Budget, Pool, budget, check_sizes};
 pub use choice::{Optimizer, TrunkRuntime};
 pub use devices::{
     BUILTIN_DEVICES, Detected, DevicePreset, builtin_devices, detect, find_device, load_all, load_devices,

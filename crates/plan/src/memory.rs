@@ -56,6 +56,30 @@ pub struct Setup {
     pub teacher: Option<TeacherCost>,
 }
 
+impl Setup {
+    /// The flags of `headroom train` that run this configuration.
+    pub fn train_flags(&self) -> String {
+        let part = match self.trainable {
+            Trainable::Freeze(0) => "all".to_string(),
+            other => other.to_string(),
+        };
+        let mut flags = format!("--train {part} --batch {} --imgsz {}", self.batch, self.imgsz[0]);
+        if !self.checkpoint {
+            flags.push_str(" --no-checkpoint");
+        }
+        if self.amp {
+            flags.push_str(" --amp");
+        }
+        if self.cache_features {
+            // It turns train's default augmentation off itself.
+            flags.push_str(" --cache-features");
+        } else if !self.augment {
+            flags.push_str(" --mosaic 0 --scale 0 --translate 0 --hsv 0,0,0");
+        }
+        flags
+    }
+}
+
 /// What a dense-distillation teacher adds to a training process, per [`Planner::teacher_cost`]: its
 /// weights for the whole run, its forward under no-grad on each batch (a phase of its own, before
 /// the student's), and its head outputs, which the loss holds through the student's passes.

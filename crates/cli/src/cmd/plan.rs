@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use headroom_onnx::Trainable;
-use headroom_plan::{DevicePreset, Plan, Planner, Setup, format_size, parse_size};
+use headroom_plan::{Budget, DevicePreset, Plan, Planner, Pool, Setup, format_size, parse_size};
 
 use super::Outcome;
 use super::device_arg::{
@@ -182,81 +182,34 @@ fn file_name(path: &Path) -> String {
     path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-/// The budget in bytes and where it came from.
-pub struct Budget {
-    /// Bytes for training.
-    pub bytes: u64,
-    /// How it was found.
-    pub source: String,
-}
-
 /// `--budget` and `--reserve` where no budget is computed (`train` without `--plan auto`): checked
 /// all the same (a typo is an error, not silence), and a warning says they change nothing.
 #[cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(dead_code))]
 pub fn check_unused_sizes(args: &PlanArgs) -> anyhow::Result<()> {
-    let reserve = parse_size(&args.reserve).map_err(|e| anyhow::anyhow!("--reserve {e}"))?;
-    if let Some(text) = args.budget.as_deref().filter(|t| *t != "auto") {
-        parse_size(text).map_err(|e| anyhow::anyhow!("--budget {e}"))?;
-    }
-    if args.budget.is_some() || reserve > 0 {
+    if headroom_plan::check_sizes(args.budget.as_deref(), &args.reserve)? {
         tracing::warn!("--budget and --reserve apply with --plan auto only: this run trains as given");
     }
     Ok(())
 }
 
-/// `--budget` and `--reserve` on `board`, for training on `device`. `--budget auto` reads this
-/// machine, with a warning when `--board` named another one.
+/// `--budget` and `--reserve` on `board`, for training on `device` ([`headroom_plan::budget`]).
+/// `--budget auto` reads this machine, with a warning when `--board` named another one.
 pub fn budget(
     args: &PlanArgs,
     board: &DevicePreset,
     device: Resolved,
     given: &BoardArgs,
 ) -> anyhow::Result<Budget> {
-    let reserve = parse_size(&args.reserve).map_err(|e| anyhow::anyhow!("--reserve {e}"))?;
-    // The CPU's memory: the one pool of a unified board, or the host's beside a discrete GPU.
-    let ram = board.unified || !device.is_gpu();
-    let (total, source) = match args.budget.as_deref() {
-        None if ram && !board.unified => anyhow::bail!(
-            "--device cpu on {} ({}): its preset gives the GPU's memory, not the CPU's; give --budget SIZE \
-             or --budget auto",
-            board.name,
-            board.description
-        ),
-        None => (
-            board.budget_bytes(),
-            format!(
-                "preset: {} GiB less its reserve of {} GiB",
-                short_gib(board.memory_gib),
-                short_gib(board.reserve_gib)
-            ),
-        ),
-        Some("auto") => {
-            let (bytes, source) = if ram {
-                (mem_available()?, "MemAvailable (/proc/meminfo)".to_string())
-            } else {
-                let index = match device {
-                    Resolved::Cuda(n) => n,
-                    Resolved::Cpu => 0,
-                };
-                (gpu_free(index)?, format!("the free memory of GPU {index} (nvidia-smi)"))
-            };
-            warn_if_other_machine(board, given, bytes);
-            (bytes, source)
-        }
-        Some(text) => {
-            (parse_size(text).map_err(|e| anyhow::anyhow!("--budget {e}"))?, "--budget".to_string())
-        }
+    let pool = match device {
+        Resolved::Cuda(n) => Pool::Gpu(n),
+        Resolved::Cpu => Pool::Cpu,
     };
-    anyhow::ensure!(
-        reserve < total,
-        "--reserve {} leaves nothing of the budget ({}, {source}): give a smaller --reserve",
-        format_size(reserve),
-        format_size(total)
-    );
-    let bytes = total - reserve;
-    let source =
-        if reserve > 0 { format!("{source}, less --reserve {}", format_size(reserve)) } else { source };
-    Ok(Budget { bytes, source })
+    let budget = headroom_plan::budget(args.budget.as_deref(), &args.reserve, board, pool)?;
+    if args.budget.as_deref() == Some("auto") {
+        let free = budget.bytes + parse_size(&args.reserve).unwrap_or(0);
+        warn_if_other_machine(board, given, free);
+    }
+    Ok(budget)
 }
 
 /// `--budget auto` with `--board NAME` on a machine that is not that board plans for this machine.
@@ -273,32 +226,6 @@ fn warn_if_other_machine(board: &DevicePreset, given: &BoardArgs, free: u64) {
             board.name
         );
     }
-}
-
-fn mem_available() -> anyhow::Result<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").context("--budget auto: reading /proc/meminfo")?;
-    let kb = text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))
-        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-        .ok_or_else(|| {
-            anyhow::anyhow!("--budget auto: /proc/meminfo has no MemAvailable; give --budget SIZE")
-        })?;
-    Ok(kb * 1024)
-}
-
-fn gpu_free(index: usize) -> anyhow::Result<u64> {
-    let out = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=memory.free", "--format=csv,noheader,nounits", &format!("--id={index}")])
-        .output()
-        .map_err(|e| {
-            anyhow::anyhow!("--budget auto on a discrete GPU runs nvidia-smi: {e}; give --budget SIZE")
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mib: u64 = text.trim().parse().map_err(|_| {
-        anyhow::anyhow!("--budget auto: nvidia-smi said `{}`; give --budget SIZE", text.trim())
-    })?;
-    Ok(mib << 20)
 }
 
 /// What the teacher at `path` adds at `imgsz` (`[height, width]`), as the planner counts it.
@@ -325,25 +252,6 @@ pub fn start_setup(
         None => [h as u32, w as u32],
     };
     Ok(Setup { trainable, batch, imgsz, checkpoint: false, ..Setup::default() })
-}
-
-/// The flags of `headroom train` that run a candidate.
-pub fn train_flags(setup: &Setup) -> String {
-    let mut flags = format!("--train {} --batch {} --imgsz {}", setup.trainable, setup.batch, setup.imgsz[0]);
-    flags = flags.replace("--train freeze=0", "--train all");
-    if !setup.checkpoint {
-        flags.push_str(" --no-checkpoint");
-    }
-    if setup.amp {
-        flags.push_str(" --amp");
-    }
-    if setup.cache_features {
-        // It turns train's default augmentation off itself.
-        flags.push_str(" --cache-features");
-    } else if !setup.augment {
-        flags.push_str(" --mosaic 0 --scale 0 --translate 0 --hsv 0,0,0");
-    }
-    flags
 }
 
 fn mib(bytes: u64) -> String {
@@ -434,15 +342,9 @@ fn table(model: &Path, (device, runs_on): (&DevicePreset, Resolved), budget: &Bu
                 s,
                 "train with: headroom train --model {} {}",
                 model.display(),
-                train_flags(&c.estimate.setup)
+                c.estimate.setup.train_flags()
             );
         }
     }
     s
-}
-
-/// A preset's GiB as written (8, 7.4), or with two decimals when it was measured (23.54, not
-/// 23.540164947509766).
-fn short_gib(gib: f64) -> String {
-    if (gib * 100.0).round() == gib * 100.0 { gib.to_string() } else { format!("{gib:.2}") }
 }

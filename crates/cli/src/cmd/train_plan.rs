@@ -6,7 +6,7 @@ use headroom_plan::{Planner, format_size};
 use headroom_run::spec::{PlanChoice, RunSpec};
 
 use super::device_arg::{BoardArgs, device_arg, resolve_board};
-use super::plan::{PlanArgs, budget, planned_device, train_flags};
+use super::plan::{PlanArgs, budget, planned_device};
 
 /// Runs the fit ladder from the spec's configuration (its `--batch`, 2 by default: the batch the
 /// adaptation figures were measured at, and on the demo's 64 field images batch 16 recovered 15 % of
@@ -55,7 +55,7 @@ pub fn plan_auto(spec: &mut RunSpec, plan: &PlanArgs, board: &BoardArgs) -> anyh
         format_size(found.budget),
         chosen.rung,
         format_size(chosen.estimate.peak),
-        train_flags(setup)
+        setup.train_flags()
     );
     let s = &mut spec.settings;
     s.batch = setup.batch;

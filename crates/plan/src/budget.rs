@@ -1,0 +1,152 @@
+//! The memory a plan may use (`--budget`, `--reserve`): a board preset's, a size given, or what this
+//! machine has free now (`auto`: `MemAvailable` for the CPU's memory, `nvidia-smi` for a discrete
+//! GPU's), less what the running service keeps.
+
+use crate::Error;
+use crate::devices::DevicePreset;
+use crate::size::{format_size, parse_size};
+
+/// The budget in bytes and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    /// Bytes for training.
+    pub bytes: u64,
+    /// How it was found.
+    pub source: String,
+}
+
+/// Which memory a run's tensors live in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    /// The CPU's: the board's one pool when it is unified, else the host's beside a GPU.
+    Cpu,
+    /// Discrete GPU `N`'s.
+    Gpu(usize),
+}
+
+/// `--budget` (`None`: the board preset's; `auto`: this machine's free memory; a size) less
+/// `--reserve`, for tensors in `pool` on `board`. Errors name the flag.
+pub fn budget(
+    budget: Option<&str>,
+    reserve: &str,
+    board: &DevicePreset,
+    pool: Pool,
+) -> Result<Budget, Error> {
+    let refuse = |reason: String| Error::Setup { reason };
+    let reserve = parse_size(reserve).map_err(|e| refuse(format!("--reserve {e}")))?;
+    let ram = board.unified || pool == Pool::Cpu;
+    let (total, source) = match budget {
+        None if ram && !board.unified => {
+            return Err(refuse(format!(
+                "--device cpu on {} ({}): its preset gives the GPU's memory, not the CPU's; give --budget SIZE \
+                 or --budget auto",
+                board.name, board.description
+            )));
+        }
+        None => (
+            board.budget_bytes(),
+            format!(
+                "preset: {} GiB less its reserve of {} GiB",
+                short_gib(board.memory_gib),
+                short_gib(board.reserve_gib)
+            ),
+        ),
+        Some("auto") => match pool {
+            _ if ram => (mem_available()?, "MemAvailable (/proc/meminfo)".to_string()),
+            Pool::Gpu(index) => (gpu_free(index)?, format!("the free memory of GPU {index} (nvidia-smi)")),
+            Pool::Cpu => unreachable!("the CPU's memory is RAM"),
+        },
+        Some(text) => {
+            (parse_size(text).map_err(|e| refuse(format!("--budget {e}")))?, "--budget".to_string())
+        }
+    };
+    if reserve >= total {
+        return Err(refuse(format!(
+            "--reserve {} leaves nothing of the budget ({}, {source}): give a smaller --reserve",
+            format_size(reserve),
+            format_size(total)
+        )));
+    }
+    let source =
+        if reserve > 0 { format!("{source}, less --reserve {}", format_size(reserve)) } else { source };
+    Ok(Budget { bytes: total - reserve, source })
+}
+
+/// `--budget` and `--reserve` where no budget is computed: checked all the same (a typo is an
+/// error, not silence); whether either was given.
+pub fn check_sizes(budget: Option<&str>, reserve: &str) -> Result<bool, Error> {
+    let refuse = |reason: String| Error::Setup { reason };
+    let reserve = parse_size(reserve).map_err(|e| refuse(format!("--reserve {e}")))?;
+    if let Some(text) = budget.filter(|t| *t != "auto") {
+        parse_size(text).map_err(|e| refuse(format!("--budget {e}")))?;
+    }
+    Ok(budget.is_some() || reserve > 0)
+}
+
+/// The system's `MemAvailable`, bytes.
+fn mem_available() -> Result<u64, Error> {
+    let text = std::fs::read_to_string("/proc/meminfo")
+        .map_err(|source| Error::Io { path: "/proc/meminfo (--budget auto)".into(), source })?;
+    let kb = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .ok_or_else(|| Error::Setup {
+            reason: "--budget auto: /proc/meminfo has no MemAvailable; give --budget SIZE".into(),
+        })?;
+    Ok(kb * 1024)
+}
+
+/// GPU `index`'s free memory as `nvidia-smi` reports it, bytes.
+fn gpu_free(index: usize) -> Result<u64, Error> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=memory.free", "--format=csv,noheader,nounits", &format!("--id={index}")])
+        .output()
+        .map_err(|e| Error::Setup {
+            reason: format!("--budget auto on a discrete GPU runs nvidia-smi: {e}; give --budget SIZE"),
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mib: u64 = text.trim().parse().map_err(|_| Error::Setup {
+        reason: format!("--budget auto: nvidia-smi said `{}`; give --budget SIZE", text.trim()),
+    })?;
+    Ok(mib << 20)
+}
+
+/// A preset's GiB as written (8, 7.4), or with two decimals when it was measured (23.54, not
+/// 23.540164947509766).
+pub fn short_gib(gib: f64) -> String {
+    if (gib * 100.0).round() == gib * 100.0 { gib.to_string() } else { format!("{gib:.2}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(unified: bool) -> DevicePreset {
+        let devices = crate::devices::load_all(None).expect("built-in boards");
+        let name = if unified { "orin-nano-8" } else { "x86-cpu" };
+        crate::devices::find_device(&devices, name).expect("preset").clone()
+    }
+
+    #[test]
+    fn a_preset_a_size_and_this_machine_less_the_reserve() {
+        let nano = board(true);
+        let preset = budget(None, "0", &nano, Pool::Gpu(0)).expect("the preset's");
+        assert_eq!(preset.bytes, nano.budget_bytes());
+        assert!(preset.source.starts_with("preset: "), "{}", preset.source);
+        let given = budget(Some("2GiB"), "512MiB", &nano, Pool::Cpu).expect("a size");
+        assert_eq!(given.bytes, (2u64 << 30) - (512 << 20));
+        assert_eq!(given.source, "--budget, less --reserve 512.0 MiB");
+        if std::path::Path::new("/proc/meminfo").exists() {
+            let auto = budget(Some("auto"), "0", &nano, Pool::Cpu).expect("this machine");
+            assert!(auto.bytes > 0 && auto.source.contains("MemAvailable"), "{auto:?}");
+        }
+        let err = budget(Some("1GiB"), "1GiB", &nano, Pool::Cpu).expect_err("nothing left").to_string();
+        assert!(err.contains("--reserve 1.00 GiB leaves nothing"), "{err}");
+        let err = budget(Some("lots"), "0", &nano, Pool::Cpu).expect_err("not a size").to_string();
+        assert!(err.starts_with("--budget "), "{err}");
+        assert!(!check_sizes(None, "0").expect("fine"));
+        assert!(check_sizes(Some("auto"), "0").expect("fine"));
+        assert!(check_sizes(None, "bad").is_err());
+    }
+}
