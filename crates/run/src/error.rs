@@ -16,6 +16,9 @@ pub enum Error {
         /// What is wrong and what to do.
         reason: String,
     },
+    /// A request the run refuses, in the words of the flag it names (`--lr0 2 is not in (0, 1)`).
+    #[error("{0}")]
+    Request(String),
     /// `config.toml` of a run cannot be read back.
     #[error("{}: {reason}", path.display())]
     SavedSpec {

@@ -5,6 +5,8 @@
 //! - [`run::start`] / [`run::resume`]: the whole run — inputs, folder and lock, trunk source,
 //!   epochs, validation in ONNX Runtime, `best.onnx`/`last.onnx`, metrics, plots, checkpoints,
 //!   out-of-memory step-down, stop requests — reporting through an [`observer::Observer`].
+//! - [`request::RunRequest`]: what a caller asks for, setting by setting, resolved into a spec
+//!   (every derived value derived there) for a new run or against a saved one on resume.
 //! - [`folder`]: the run folder's files besides checkpoints.
 //! - `val_plots`: `best.onnx` validated at the end, with Ultralytics' PR curve, confusion matrices
 //!   and val mosaics.
@@ -16,6 +18,7 @@ mod error;
 pub mod folder;
 pub mod observer;
 pub mod planner;
+pub mod request;
 pub mod spec;
 
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]

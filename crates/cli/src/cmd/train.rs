@@ -51,23 +51,17 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
                 "--plan auto plans a new run; --resume continues with the run's own settings"
             );
             let saved = RunSpec::load(&headroom_run::folder::existing_run_dir(&dir)?)?;
-            let asked = super::train_spec::spec_from_args(args, Some(&saved))?;
-            for (setting, was, now) in saved.differences(&asked) {
-                if setting != "settings.epochs" {
-                    return Err(
-                        headroom_run::Error::ResumeConflict { setting, saved: was, given: now }.into()
-                    );
-                }
-            }
-            let epochs = args.given.iter().any(|g| g == "epochs").then_some(args.epochs);
-            headroom_run::run::resume(&dir, epochs, &options, &mut observer)?
+            let request = super::train_spec::request_from_args(args, true)?;
+            request.check_resume(&saved, headroom_run::device::cuda_available())?;
+            headroom_run::run::resume(&dir, request.epochs, &options, &mut observer)?
         }
         None => {
             // Before the spec, whose derived settings (--nbs auto, --optimizer auto) log what they chose.
             if let Some(model) = &args.model {
                 refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
             }
-            let mut spec = super::train_spec::spec_from_args(args, None)?;
+            let mut spec = super::train_spec::request_from_args(args, false)?
+                .resolve(None, headroom_run::device::cuda_available())?;
             if args.plan == PlanMode::Auto {
                 super::train_plan::plan_auto(&mut spec, &args.budget, &args.board)?;
             } else {

@@ -245,30 +245,15 @@ pub(super) fn hours_arg(text: &str) -> Result<f64, String> {
 }
 
 /// `--nbs`: sized to the data, or a fixed nominal batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Nbs {
-    /// `headroom_train::schedule::nominal_batch_for` the run's images, epochs and batch.
-    Auto,
-    /// This many images per optimiser step.
-    Fixed(usize),
-}
-
-impl std::fmt::Display for Nbs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Nbs::Auto => f.write_str("auto"),
-            Nbs::Fixed(n) => write!(f, "{n}"),
-        }
-    }
-}
+pub use headroom_run::request::Nbs;
 
 pub(super) fn nbs_arg(text: &str) -> Result<Nbs, String> {
     if text == "auto" {
         return Ok(Nbs::Auto);
     }
     match text.parse::<usize>() {
-        Ok(n) if (1..=4096).contains(&n) => Ok(Nbs::Fixed(n)),
-        _ => Err(format!("`{text}` is not `auto` or a count in 1..=4096")),
+        Ok(n) if (limits::NBS_MIN..=limits::NBS_MAX).contains(&n) => Ok(Nbs::Fixed(n)),
+        _ => Err(format!("`{text}` is not `auto` or a count in {}..={}", limits::NBS_MIN, limits::NBS_MAX)),
     }
 }
 

@@ -1,0 +1,451 @@
+//! What a caller asks of a run, setting by setting, and the [`RunSpec`] it resolves to: for a new
+//! run every setting asked for over headroom train's defaults; on resume the saved spec with the
+//! settings asked for applied (what the run then compares with it: only `epochs` may differ).
+//! Derived values are derived here, the same way for both: the optimiser of `auto`, the input size
+//! (a dynamic export's rounded up to its largest stride), AMP (CUDA only), the default batch within
+//! what the export allows, `nbs = auto` from the data, and the feature cache turning the default
+//! augmentation off.
+
+use std::path::{Path, PathBuf};
+
+use headroom_onnx::Trainable;
+use headroom_plan::{DevicePreset, Optimizer, TrunkRuntime};
+use headroom_train::augment::AugmentConfig;
+use headroom_train::config::TrainConfig;
+
+use crate::spec::RunSpec;
+use crate::{Error, Result};
+
+/// The nominal batch asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nbs {
+    /// Sized to the data ([`headroom_train::schedule::nominal_batch_for`]).
+    Auto,
+    /// A fixed nominal batch.
+    Fixed(usize),
+}
+
+impl std::fmt::Display for Nbs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Nbs::Auto => f.write_str("auto"),
+            Nbs::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// Every setting of a run a caller may ask for; `None` is "not asked" (a new run takes headroom
+/// train's default, a resumed one keeps its own). Paths are absolute.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunRequest {
+    /// The student.
+    pub model: Option<PathBuf>,
+    /// The dataset's `data.yaml`.
+    pub data: Option<PathBuf>,
+    /// What trains.
+    pub part: Option<Trainable>,
+    /// Where libtorch trains, as the spec keeps it (`cpu`, `cuda:0`, `auto`).
+    pub device: Option<String>,
+    /// The board preset planned for.
+    pub board: Option<DevicePreset>,
+    /// Old-domain data replayed against forgetting.
+    pub replay: Option<PathBuf>,
+    /// Replayed images per new image.
+    pub replay_fraction: Option<f64>,
+    /// Dataset classes mapped onto the student's.
+    pub remap: Option<String>,
+    /// What runs the frozen trunk.
+    pub trunk: Option<TrunkRuntime>,
+    /// Train on cached trunk features.
+    pub cache_features: Option<bool>,
+    /// The memory cap (`800MiB`).
+    pub memory_cap: Option<String>,
+    /// Passes before the cap is checked.
+    pub memory_cap_after: Option<u64>,
+    /// Convolutions re-normalised before training.
+    pub renorm: Option<usize>,
+    /// The dense-distillation teacher.
+    pub teacher: Option<PathBuf>,
+    /// Epochs without a better fitness before stopping (0: never).
+    pub patience: Option<usize>,
+    /// The time budget, hours.
+    pub time_hours: Option<f64>,
+    /// Epochs.
+    pub epochs: Option<usize>,
+    /// Images per pass; not asked for, a new run takes 2 or what the export allows.
+    pub batch: Option<usize>,
+    /// The nominal batch.
+    pub nbs: Option<Nbs>,
+    /// The optimiser; `Some(None)` is `auto` (AdamW at the rate of the classes).
+    pub optimizer: Option<Option<Optimizer>>,
+    /// The initial learning rate of a chosen optimiser.
+    pub lr0: Option<f64>,
+    /// Cosine learning-rate decay.
+    pub cos_lr: Option<bool>,
+    /// Gradient clipping.
+    pub max_grad_norm: Option<f64>,
+    /// Flip probability.
+    pub flip: Option<f64>,
+    /// KL distillation gain on the labels' soft scores.
+    pub kd: Option<f64>,
+    /// Dense distillation gain.
+    pub dense_kd: Option<f64>,
+    /// The ignore band (`Some(None)`: none).
+    pub ignore_band: Option<Option<[f64; 2]>>,
+    /// Pull toward the starting weights.
+    pub anchor: Option<f64>,
+    /// HSV gains; not asked for, a new run takes Ultralytics' (off with the feature cache).
+    pub hsv: Option<[f32; 3]>,
+    /// Translation; as `hsv`.
+    pub translate: Option<f32>,
+    /// Scale; as `hsv`.
+    pub scale: Option<f32>,
+    /// Mosaic probability; as `hsv`.
+    pub mosaic: Option<f32>,
+    /// Gradient checkpointing.
+    pub checkpoint: Option<bool>,
+    /// Mixed precision (CUDA only: on the CPU the run trains in fp32, with a warning).
+    pub amp: Option<bool>,
+    /// The input size (`Some(None)`: the export's).
+    pub imgsz: Option<Option<usize>>,
+    /// Checkpoint every N optimiser steps.
+    pub save_period: Option<u64>,
+    /// Checkpoint after this many seconds.
+    pub save_interval: Option<f64>,
+    /// The seed.
+    pub seed: Option<u64>,
+}
+
+impl RunRequest {
+    /// The spec of a new run (`base` None) or of `base` with this request applied. `cuda`: whether
+    /// this libtorch sees a CUDA device (AMP needs one).
+    pub fn resolve(&self, base: Option<&RunSpec>, cuda: bool) -> Result<RunSpec> {
+        let refuse = |message: &str| Error::Request(message.to_string());
+        let model = match (&self.model, base) {
+            (Some(m), _) => m.clone(),
+            (None, Some(b)) => b.model.clone(),
+            (None, None) => return Err(refuse("--model is required for a new run")),
+        };
+        let data = match (&self.data, base) {
+            (Some(d), _) => d.clone(),
+            (None, Some(b)) => b.data.clone(),
+            (None, None) => return Err(refuse("--data is required for a new run")),
+        };
+        let mut spec = match base {
+            Some(b) => b.clone(),
+            None => {
+                let mut spec = RunSpec::new(model.clone(), data.clone());
+                // headroom train's defaults where the spec's differ.
+                spec.settings.augment = AugmentConfig::ultralytics();
+                spec
+            }
+        };
+        spec.model = model;
+        spec.data = data;
+        self.apply_run_settings(&mut spec);
+        self.apply_training_settings(&mut spec.settings);
+        if base.is_none() && self.cache_features == Some(true) {
+            self.default_augmentation_off(&mut spec.settings.augment);
+        }
+        if self.amp.is_some() || self.device.is_some() {
+            let want = self.amp.unwrap_or(false);
+            spec.settings.amp = want && spec.device != "cpu" && cuda;
+            if want && !spec.settings.amp {
+                tracing::warn!(
+                    "--amp: mixed precision is for CUDA; on the CPU this run trains in fp32 (config.toml records amp = false)"
+                );
+            }
+        }
+        let needs_model = self.imgsz.is_some() || self.optimizer.is_some() || self.lr0.is_some();
+        let new_default_batch = base.is_none() && self.batch.is_none();
+        if needs_model || new_default_batch {
+            let model = headroom_onnx::Model::load(&spec.model)?;
+            let inspection = headroom_onnx::inspect::inspect(&model)?;
+            if let Some(imgsz) = self.imgsz {
+                spec.settings.imgsz = input_size(&spec.model, imgsz, &inspection)?;
+            }
+            if self.optimizer.is_some() || self.lr0.is_some() {
+                self.choose_optimizer(&mut spec.settings, inspection.classes)?;
+            }
+            if new_default_batch {
+                default_batch_within_the_export(&mut spec, &model, &inspection)?;
+            }
+        }
+        // Sized from the run's own epochs and batch (set above); on resume only when asked.
+        if let Some(nbs) = self.nbs {
+            spec.settings.nbs = match nbs {
+                Nbs::Fixed(n) => n,
+                Nbs::Auto => auto_nbs(&spec)?,
+            };
+        }
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The saved spec of a run to resume with this request applied, refused when the request
+    /// changes any setting but `epochs` (a resumed run keeps its settings; only more epochs may
+    /// extend it).
+    pub fn check_resume(&self, saved: &RunSpec, cuda: bool) -> Result<()> {
+        let asked = self.resolve(Some(saved), cuda)?;
+        match saved.differences(&asked).into_iter().find(|(setting, _, _)| setting != "settings.epochs") {
+            Some((setting, saved, given)) => Err(Error::ResumeConflict { setting, saved, given }),
+            None => Ok(()),
+        }
+    }
+
+    fn apply_run_settings(&self, spec: &mut RunSpec) {
+        set(&mut spec.part, self.part);
+        set(&mut spec.device, self.device.clone());
+        if let Some(board) = &self.board {
+            spec.device_preset = Some(board.clone());
+        }
+        if let Some(replay) = &self.replay {
+            spec.replay = Some(replay.clone());
+        }
+        set(&mut spec.replay_fraction, self.replay_fraction);
+        if let Some(remap) = &self.remap {
+            spec.remap = Some(remap.clone());
+        }
+        set(&mut spec.trunk, self.trunk);
+        set(&mut spec.cache_features, self.cache_features);
+        if let Some(cap) = &self.memory_cap {
+            spec.memory_cap = Some(cap.clone());
+        }
+        set(&mut spec.memory_cap_after, self.memory_cap_after);
+        set(&mut spec.renorm, self.renorm);
+        if let Some(teacher) = &self.teacher {
+            spec.teacher = Some(teacher.clone());
+        }
+        set(&mut spec.patience, self.patience);
+        set(&mut spec.time_hours, self.time_hours);
+    }
+
+    fn apply_training_settings(&self, s: &mut TrainConfig) {
+        set(&mut s.epochs, self.epochs);
+        set(&mut s.batch, self.batch);
+        set(&mut s.cos_lr, self.cos_lr);
+        set(&mut s.max_grad_norm, self.max_grad_norm);
+        set(&mut s.flip, self.flip);
+        set(&mut s.kd, self.kd);
+        set(&mut s.dense_kd, self.dense_kd);
+        set(&mut s.ignore_band, self.ignore_band);
+        set(&mut s.anchor, self.anchor);
+        if let Some([h, s_gain, v]) = self.hsv {
+            [s.augment.hsv_h, s.augment.hsv_s, s.augment.hsv_v] = [h, s_gain, v];
+        }
+        set(&mut s.augment.translate, self.translate);
+        set(&mut s.augment.scale, self.scale);
+        set(&mut s.augment.mosaic, self.mosaic);
+        set(&mut s.checkpoint, self.checkpoint);
+        set(&mut s.save_period, self.save_period);
+        set(&mut s.save_interval, self.save_interval);
+        set(&mut s.seed, self.seed);
+    }
+
+    /// The feature cache stores the trunk's outputs of fixed inputs: the augmentation a new run
+    /// takes by default is turned off (augmentation asked for stays, and the spec refuses it with
+    /// the cache).
+    fn default_augmentation_off(&self, augment: &mut AugmentConfig) {
+        let mut off = Vec::new();
+        if self.mosaic.is_none() && augment.mosaic > 0.0 {
+            augment.mosaic = 0.0;
+            off.push("--mosaic");
+        }
+        if self.scale.is_none() && augment.scale > 0.0 {
+            augment.scale = 0.0;
+            off.push("--scale");
+        }
+        if self.translate.is_none() && augment.translate > 0.0 {
+            augment.translate = 0.0;
+            off.push("--translate");
+        }
+        if self.hsv.is_none() && [augment.hsv_h, augment.hsv_s, augment.hsv_v].iter().any(|g| *g > 0.0) {
+            [augment.hsv_h, augment.hsv_s, augment.hsv_v] = [0.0; 3];
+            off.push("--hsv");
+        }
+        if !off.is_empty() {
+            tracing::info!(
+                "--cache-features: the default augmentation ({}) is off: cached features are of fixed inputs",
+                off.join(", ")
+            );
+        }
+    }
+
+    /// `auto`: AdamW at the rate of the classes (a rate asked for is ignored, with a warning); a
+    /// chosen optimiser at the rate asked for, else the default.
+    fn choose_optimizer(&self, s: &mut TrainConfig, classes: usize) -> Result<()> {
+        if let Some(lr0) = self.lr0
+            && !headroom_train::config::limits::lr0(lr0)
+        {
+            return Err(Error::Request(format!("--lr0 {lr0} is not in (0, 1)")));
+        }
+        match self.optimizer.flatten() {
+            None => {
+                if let Some(lr0) = self.lr0 {
+                    tracing::warn!(
+                        "--lr0 {lr0} is ignored: --optimizer auto chooses the rate (use sgd or adamw to set it)"
+                    );
+                }
+                *s = s.clone().with_auto_optimizer(classes);
+                tracing::info!("--optimizer auto: {} lr0 {} momentum {}", s.optimizer, s.lr0, s.momentum);
+            }
+            Some(chosen) => {
+                let defaults = TrainConfig::default();
+                s.optimizer = chosen;
+                s.lr0 = self.lr0.unwrap_or(defaults.lr0);
+                s.momentum = defaults.momentum;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *field = value;
+    }
+}
+
+/// `nbs = auto`: sized to the images an epoch sees (the new ones and their replayed share).
+fn auto_nbs(spec: &RunSpec) -> Result<usize> {
+    let new = train_images(&spec.data)?;
+    let replayed =
+        if spec.replay.is_some() { (new as f64 * spec.replay_fraction).round() as usize } else { 0 };
+    let s = &spec.settings;
+    let nbs = headroom_train::schedule::nominal_batch_for(new + replayed, s.epochs, s.batch);
+    tracing::info!(
+        "--nbs auto: {nbs} ({} images per epoch, {} epochs: {} optimiser steps)",
+        new + replayed,
+        s.epochs,
+        (new + replayed).div_ceil(nbs) * s.epochs
+    );
+    Ok(nbs)
+}
+
+/// The default batch (2) where the export allows it: a static export whose batch is fixed at 1 and
+/// whose part to train reshapes with it (attention layers of 11, v10, 26 when more than the head
+/// trains) trains at batch 1, said in a line (asked for batch 2, the run refuses it).
+fn default_batch_within_the_export(
+    spec: &mut RunSpec,
+    model: &headroom_onnx::Model,
+    inspection: &headroom_onnx::inspect::Inspection,
+) -> Result<()> {
+    let [w, h] = spec.settings.imgsz;
+    let limit = headroom_plan::Planner::new(model, inspection, 0).batch_limit(spec.part, [h, w])?;
+    if limit < spec.settings.batch {
+        tracing::info!(
+            "--batch {limit}: the export's batch is fixed at 1 and the part to train ({}) reshapes with it \
+             (attention layers); gradients still accumulate to --nbs",
+            spec.part
+        );
+        spec.settings.batch = limit;
+    }
+    Ok(())
+}
+
+/// Usable images in the train split of `data` (`nbs = auto` counts them), checked as training
+/// loads them but not logged: training's own load warns once of each image it skips.
+fn train_images(data: &Path) -> Result<usize> {
+    use headroom_core::dataset::{DataConfig, LoadOptions, Split, layout, load_images};
+    let config = DataConfig::load(data)?;
+    let split = Split::Train;
+    let sources = config.split_sources(split).ok_or_else(|| Error::Input {
+        path: config.file.clone(),
+        reason: format!("key `{}:` is absent or empty", split.key()),
+    })?;
+    let listed = layout::list_images(&config.file, split.key(), sources)?;
+    Ok(load_images(&listed, config.nc(), LoadOptions::default())?.0.len())
+}
+
+/// The input size: the export's; asked for, a dynamic export's rounded up to the largest stride.
+fn input_size(
+    model: &Path,
+    imgsz: Option<usize>,
+    inspection: &headroom_onnx::inspect::Inspection,
+) -> Result<[u32; 2]> {
+    let [h, w] = inspection.inspected_size;
+    let Some(wanted) = imgsz else { return Ok([w as u32, h as u32]) };
+    let fixed = inspection.input_shape.iter().skip(2).all(|d| matches!(d, headroom_onnx::Dim::Known(_)));
+    if fixed {
+        if !(wanted as i64 == h && wanted as i64 == w) {
+            return Err(Error::Request(format!(
+                "{}: the export's input is fixed at {h}x{w}; --imgsz {wanted} needs an export at that size \
+                 (or dynamic=True)",
+                model.display()
+            )));
+        }
+        return Ok([w as u32, h as u32]);
+    }
+    let stride = inspection.strides.iter().copied().max().unwrap_or(32) as usize;
+    let rounded = wanted.div_ceil(stride) * stride;
+    if rounded != wanted {
+        tracing::warn!("--imgsz {wanted} is not a multiple of the largest stride {stride}: using {rounded}");
+    }
+    Ok([rounded as u32, rounded as u32])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demo() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/demo/yolov8n-shapes-160.onnx")
+    }
+
+    fn request() -> RunRequest {
+        RunRequest {
+            model: Some(demo()),
+            data: Some(PathBuf::from("/nowhere/data.yaml")),
+            part: Some(Trainable::Freeze(0)),
+            epochs: Some(30),
+            nbs: Some(Nbs::Fixed(8)),
+            optimizer: Some(None),
+            imgsz: Some(None),
+            ..RunRequest::default()
+        }
+    }
+
+    #[test]
+    fn a_new_run_takes_the_defaults_and_derives_the_rest() {
+        let spec = request().resolve(None, false).expect("a new run");
+        assert_eq!(spec.part, Trainable::Freeze(0));
+        assert_eq!((spec.settings.epochs, spec.settings.batch, spec.settings.nbs), (30, 2, 8));
+        assert_eq!(spec.settings.imgsz, [160, 160], "the export's size");
+        assert_eq!(spec.settings.optimizer, Optimizer::AdamW, "auto");
+        assert_eq!(spec.settings.augment, AugmentConfig::ultralytics());
+        let cached = RunRequest { cache_features: Some(true), mosaic: Some(0.5), ..request() };
+        let err = cached.resolve(None, false).expect_err("augmentation asked for with the cache");
+        assert!(err.to_string().contains("mosaic"), "{err}");
+        let cached = RunRequest { cache_features: Some(true), ..request() };
+        let spec = cached.resolve(None, false).expect("the cache turns the default augmentation off");
+        assert_eq!(spec.settings.augment, AugmentConfig::default());
+        let amp = RunRequest { amp: Some(true), device: Some("cuda:0".into()), ..request() };
+        assert!(!amp.resolve(None, false).expect("no CUDA").settings.amp);
+        assert!(amp.resolve(None, true).expect("CUDA").settings.amp);
+    }
+
+    #[test]
+    fn on_resume_only_what_is_asked_changes_and_bad_values_are_refused() {
+        let saved = request().resolve(None, false).expect("a new run");
+        let asked = RunRequest { epochs: Some(40), ..RunRequest::default() };
+        let resumed = asked.resolve(Some(&saved), false).expect("resumed");
+        let changed: Vec<String> = saved.differences(&resumed).into_iter().map(|(k, _, _)| k).collect();
+        assert_eq!(changed, ["settings.epochs"]);
+        assert_eq!(RunRequest::default().resolve(Some(&saved), false).expect("nothing asked"), saved);
+        let err = RunRequest { model: None, ..request() }.resolve(None, false).expect_err("no model");
+        assert_eq!(err.to_string(), "--model is required for a new run");
+        let err = RunRequest { optimizer: Some(Some(Optimizer::Sgd)), lr0: Some(2.0), ..request() }
+            .resolve(None, false)
+            .expect_err("lr0 out of range");
+        assert_eq!(err.to_string(), "--lr0 2 is not in (0, 1)");
+        let err = RunRequest { part: Some(Trainable::Head), ..RunRequest::default() }
+            .check_resume(&saved, false)
+            .expect_err("another part");
+        assert!(err.to_string().starts_with("part: this run was started with"), "{err}");
+        RunRequest { epochs: Some(60), ..RunRequest::default() }
+            .check_resume(&saved, false)
+            .expect("more epochs");
+        let err = RunRequest { imgsz: Some(Some(320)), ..request() }.resolve(None, false).expect_err("fixed");
+        assert!(err.to_string().contains("fixed at 160x160"), "{err}");
+    }
+}
