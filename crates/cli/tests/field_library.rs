@@ -14,6 +14,7 @@ mod with_libraries {
     use headroom_field::field_run::{FieldRun, Outcome, StepSettings};
     use headroom_field::gate::GateSettings;
     use headroom_field::inputs::{Given, check_inputs, work_dir};
+    use headroom_field::report::Decision;
     use headroom_field::runner::{ChildCall, ChildRunner, Ended, StepRunner};
     use headroom_field::state::{RunSettings, RunState};
     use headroom_field::step::Step;
@@ -121,7 +122,7 @@ mod with_libraries {
             gate,
             distill: false,
             augment: None,
-            train_part: "head".into(),
+            train_part: headroom_onnx::Trainable::Head,
             train_flags: ["--epochs", "1", "--train", "head"].map(String::from).to_vec(),
             runs_on: "cpu".into(),
             board: board.name.clone(),
@@ -189,7 +190,7 @@ mod with_libraries {
         // Killed after its swap, the deploy step is redone: the candidate stays deployed, once.
         let outcome = start(&night, &mut KillingRunner::new(None)).expect("no kill").expect("the run ends");
         let Outcome::Finished(summary) = outcome else { panic!("stopped: {outcome:?}") };
-        assert_eq!(summary["decision"], "deployed", "{summary}");
+        assert_eq!(summary.decision, Decision::Deployed, "{summary:?}");
         let candidate = sha(&night.work.join("run/train/best.onnx"));
         assert_eq!(sha(&night.deployed), candidate, "the candidate is deployed");
         let prev = scene.root.join("app/model.onnx.prev");
@@ -198,7 +199,7 @@ mod with_libraries {
         assert!(state.finished);
         assert_eq!(state.done, Step::ALL.to_vec());
         for step in Step::ALL {
-            assert!(summary["step_seconds"][step.name()].is_number(), "{step} timed: {summary}");
+            assert!(summary.step_seconds.contains_key(step.name()), "{step} timed: {summary:?}");
         }
     }
 

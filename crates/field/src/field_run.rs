@@ -31,7 +31,7 @@ pub struct StepSettings {
     /// The preset's `augment` (`Some(false)`: the plan may count the feature cache).
     pub augment: Option<bool>,
     /// What trains (`--train`, else the preset's, else train's default).
-    pub train_part: String,
+    pub train_part: headroom_onnx::Trainable,
     /// The flags of a fresh `headroom train` beyond the loop's own: the command line's overrides,
     /// then the preset's.
     pub train_flags: Vec<String>,
@@ -53,7 +53,7 @@ pub struct StepSettings {
 #[derive(Debug)]
 pub enum Outcome {
     /// Every step is done; the summary (`summary.json`).
-    Finished(serde_json::Value),
+    Finished(Box<crate::report::FieldSummary>),
     /// A signal stopped it; a rerun continues.
     Stopped(i32),
 }
@@ -153,7 +153,7 @@ impl FieldRun {
             &gate,
             &settings.preset_name,
         )?;
-        Ok(Outcome::Finished(summary))
+        Ok(Outcome::Finished(Box::new(summary)))
     }
 
     /// Runs `body` as `step` unless done, timing it and marking it done; `Some(signal)` when a
@@ -314,7 +314,7 @@ impl FieldRun {
             "--reserve".into(),
             s.reserve.clone(),
             "--train".into(),
-            s.train_part.clone(),
+            s.train_part.to_string(),
             "--json".into(),
         ]);
         let plan = self.run.join("plan.json");

@@ -1,9 +1,97 @@
 //! The gate's evaluation and the end of a run: `summary.json` and `report.md`.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use crate::gate::GateReport;
+use serde::{Deserialize, Serialize};
+
+use crate::gate::{GateReport, Scores};
 use crate::state::RunState;
+
+/// What the gate decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// The candidate replaced the deployed model.
+    Deployed,
+    /// The deployed model stayed.
+    Kept,
+}
+
+impl Decision {
+    /// The word the report uses.
+    pub fn word(self) -> &'static str {
+        match self {
+            Decision::Deployed => "deployed",
+            Decision::Kept => "kept",
+        }
+    }
+}
+
+/// A finished run's `summary.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FieldSummary {
+    /// The run's id.
+    pub run: String,
+    /// Deployed or kept.
+    pub decision: Decision,
+    /// The first condition of the gate that failed, or `every condition held`.
+    pub decided_by: String,
+    /// The run preset.
+    pub preset: String,
+    /// The board preset planned for.
+    pub board: String,
+    /// Where the steps ran.
+    pub device: String,
+    /// The holdout's mAP50-95 of both models.
+    pub map50_95: HoldoutMap,
+    /// The paired bootstrap's interval of the gain (candidate − deployed).
+    pub gain_interval: [f64; 2],
+    /// The old scenes' scores, when the run had old scenes.
+    pub old_scenes: Option<Scores>,
+    /// The deployed model (after the run).
+    pub deployed: PathBuf,
+    /// Its sha256.
+    pub deployed_sha256: String,
+    /// The model it replaced, when the candidate was deployed.
+    pub previous: Option<PathBuf>,
+    /// The run's trained model.
+    pub candidate: PathBuf,
+    /// The exported files by precision (`fp32`, `fp16`, `int8`).
+    pub artefacts: BTreeMap<String, PathBuf>,
+    /// The TensorRT calibration cache, when one was written.
+    pub calibration_cache: Option<PathBuf>,
+    /// The engines built, when trtexec was found.
+    pub engines: Option<Vec<headroom_export::EngineRow>>,
+    /// What the label step did.
+    pub labelled: Labelled,
+    /// The gate's report.
+    pub gate: PathBuf,
+    /// The plan.
+    pub plan: PathBuf,
+    /// Seconds each step took (to a tenth).
+    pub step_seconds: BTreeMap<String, f64>,
+}
+
+/// The holdout's mAP50-95 of both models.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct HoldoutMap {
+    /// The candidate's.
+    pub candidate: f64,
+    /// The deployed model's, before the run.
+    pub deployed_before: f64,
+}
+
+/// What the label step did (absent figures: its report was not readable).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Labelled {
+    /// Images in the labelled set.
+    pub images: Option<usize>,
+    /// Images labelled by this run.
+    pub labelled_now: Option<usize>,
+    /// Images an earlier run had labelled.
+    pub already_labelled: Option<usize>,
+}
 
 /// Writes `summary.json` and `report.md`, marks the run finished, and says what happened.
 pub fn finish(
@@ -12,62 +100,56 @@ pub fn finish(
     deployed: &Path,
     gate: &GateReport,
     preset: &str,
-) -> crate::Result<serde_json::Value> {
-    let read_json = |name: &str| -> serde_json::Value {
-        std::fs::read_to_string(run.join(name))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default()
-    };
-    let export = read_json("export.json");
-    let artefacts: serde_json::Map<String, serde_json::Value> = export["files"]
-        .as_array()
-        .map(|files| {
-            files
-                .iter()
-                .filter_map(|f| Some((f["precision"].as_str()?.to_string(), f["path"].clone())))
-                .collect()
-        })
-        .unwrap_or_default();
-    // `headroom label --json`'s report is its manifest.
-    let label: Option<headroom_infer::label::LabelManifest> =
-        std::fs::read_to_string(run.join("label.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+) -> crate::Result<FieldSummary> {
+    fn read<T: serde::de::DeserializeOwned>(path: PathBuf) -> Option<T> {
+        std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok())
+    }
+    // `headroom export --json`'s report and `headroom label --json`'s (its manifest).
+    let export: Option<headroom_export::ExportReport> = read(run.join("export.json"));
+    let label: Option<headroom_infer::label::LabelManifest> = read(run.join("label.json"));
     let counts = label.as_ref().map(|l| &l.counts);
-    let decision = if gate.deploy { "deployed" } else { "kept" };
-    let deployed_sha = headroom_core::hash::sha256_file(deployed)?;
-    let summary = serde_json::json!({
-        "run": state.id,
-        "decision": decision,
-        "decided_by": gate.decided_by,
-        "preset": preset,
-        "board": state.settings.board,
-        "device": state.settings.runs_on,
-        "map50_95": { "candidate": gate.holdout.candidate, "deployed_before": gate.holdout.deployed },
-        "gain_interval": [gate.bootstrap.low, gate.bootstrap.high],
-        "old_scenes": gate.old,
-        "deployed": deployed,
-        "deployed_sha256": deployed_sha,
-        "previous": gate.deploy.then(|| crate::deploy::previous_path(deployed)),
-        "candidate": run.join("train/best.onnx"),
-        "artefacts": artefacts,
-        "calibration_cache": Some(run.join("export/best.int8.calib")).filter(|p| p.is_file()),
-        "engines": export["engines"],
-        "labelled": { "images": counts.map(|c| c.images), "labelled_now": counts.map(|c| c.labelled),
-                      "already_labelled": counts.map(|c| c.already_done) },
-        "gate": run.join("gate.json"),
-        "plan": run.join("plan.json"),
-        "step_seconds": state.seconds.iter().map(|(s, t)| (s.to_string(), serde_json::json!((t * 10.0).round() / 10.0))).collect::<serde_json::Map<_, _>>(),
-    });
+    let decision = if gate.deploy { Decision::Deployed } else { Decision::Kept };
+    let (artefacts, engines) = match export {
+        Some(export) => (export.files.into_iter().map(|f| (f.precision, f.path)).collect(), export.engines),
+        None => (BTreeMap::new(), None),
+    };
+    let summary = FieldSummary {
+        run: state.id.clone(),
+        decision,
+        decided_by: gate.decided_by.clone(),
+        preset: preset.to_string(),
+        board: state.settings.board.clone(),
+        device: state.settings.runs_on.clone(),
+        map50_95: HoldoutMap { candidate: gate.holdout.candidate, deployed_before: gate.holdout.deployed },
+        gain_interval: [gate.bootstrap.low, gate.bootstrap.high],
+        old_scenes: gate.old.clone(),
+        deployed: deployed.to_path_buf(),
+        deployed_sha256: headroom_core::hash::sha256_file(deployed)?,
+        previous: gate.deploy.then(|| crate::deploy::previous_path(deployed)),
+        candidate: run.join("train/best.onnx"),
+        artefacts,
+        calibration_cache: Some(run.join("export/best.int8.calib")).filter(|p| p.is_file()),
+        engines,
+        labelled: Labelled {
+            images: counts.map(|c| c.images),
+            labelled_now: counts.map(|c| c.labelled),
+            already_labelled: counts.map(|c| c.already_done),
+        },
+        gate: run.join("gate.json"),
+        plan: run.join("plan.json"),
+        step_seconds: state.seconds.iter().map(|(s, t)| (s.to_string(), (t * 10.0).round() / 10.0)).collect(),
+    };
     let text = serde_json::to_string_pretty(&summary)? + "\n";
     headroom_core::fsio::write_atomic(&run.join("summary.json"), text.as_bytes())?;
     headroom_core::fsio::write_atomic(
         &run.join("report.md"),
-        markdown(state, gate, decision, deployed).as_bytes(),
+        markdown(state, gate, decision.word(), deployed).as_bytes(),
     )?;
     state.finished = true;
     state.save(run)?;
     eprintln!(
-        "{decision}: candidate mAP50-95 {:.3} vs deployed {:.3} ({}); report {}",
+        "{}: candidate mAP50-95 {:.3} vs deployed {:.3} ({}); report {}",
+        decision.word(),
         gate.holdout.candidate,
         gate.holdout.deployed,
         gate.decided_by,

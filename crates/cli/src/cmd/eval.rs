@@ -172,25 +172,6 @@ fn evaluate(
     Ok(report)
 }
 
-/// The metrics of `detector` on `images` as Ultralytics `val` computes them (its decoding and
-/// preprocessing, no progress bar): what `train` and `export` report per file.
-#[cfg(feature = "onnxruntime")]
-pub(super) fn val_metrics(
-    detector: &mut headroom_infer::detector::Detector,
-    images: &[headroom_core::dataset::ImageRecord],
-    names: &[String],
-) -> anyhow::Result<headroom_core::metrics::Metrics> {
-    let report = headroom_infer::eval::evaluate(
-        detector,
-        images,
-        names,
-        &DecodeOptions::val(),
-        Preprocess::Val,
-        |_| {},
-    )?;
-    Ok(report.metrics)
-}
-
 #[cfg(not(feature = "onnxruntime"))]
 fn evaluate(
     _args: &Args,

@@ -1,43 +1,37 @@
-//! `headroom export --engine`: TensorRT engines of the exported files, built with trtexec into the
+//! Engines (`headroom export --engine`): TensorRT engines of the exported files, built with trtexec into the
 //! export's file set (published with the ONNX files), or the commands to run on the device.
 
 use std::path::{Path, PathBuf};
 
 use headroom_core::fsio::FileSet;
 
-use super::{Args, Outputs};
-
-/// An engine built (or the reason none was).
-#[derive(Debug, serde::Serialize)]
-pub(super) struct EngineRow {
-    pub(super) precision: String,
-    pub(super) engine: PathBuf,
-    pub(super) sidecar: PathBuf,
-}
+use crate::report::EngineRow;
+use crate::request::{EngineSettings, ExportRequest, Outputs};
 
 /// One engine to build: from which ONNX file (its final path), at which precision, to where.
-pub(super) struct EngineJob {
+pub(crate) struct EngineJob {
     onnx: PathBuf,
     precision: headroom_trt::Precision,
-    pub(super) engine: PathBuf,
+    pub(crate) engine: PathBuf,
 }
 
-/// The engines `args` asks for: fp16 from the FP32 model, int8 from the Q/DQ model.
-pub(super) fn engine_jobs(args: &Args, outputs: &Outputs) -> Vec<EngineJob> {
+/// The engines `request` asks for (none without engine settings): fp16 from the FP32 model, int8
+/// from the Q/DQ model.
+pub(crate) fn engine_jobs(request: &ExportRequest, outputs: &Outputs) -> Vec<EngineJob> {
     use headroom_trt::Precision;
-    let dir = outputs.int8.parent().map(Path::to_path_buf).unwrap_or_default();
-    let board = args.board().0;
+    let Some(settings) = &request.engine else { return Vec::new() };
+    let board = settings.board().0;
     let mut jobs = Vec::new();
-    if args.fp16 {
-        jobs.push((args.model.clone(), Precision::Fp16));
+    if request.fp16 {
+        jobs.push((request.model.clone(), Precision::Fp16));
     }
-    if args.int8 {
+    if request.int8.is_some() {
         jobs.push((outputs.int8.clone(), Precision::Int8Qdq));
     }
     jobs.into_iter()
         .map(|(onnx, precision)| {
-            let name = headroom_trt::engine_file_name(&onnx, &precision, &board, &args.trt_version);
-            EngineJob { engine: dir.join(name), onnx, precision }
+            let name = headroom_trt::engine_file_name(&onnx, &precision, &board, &request.trt_version);
+            EngineJob { engine: outputs.dir.join(name), onnx, precision }
         })
         .collect()
 }
@@ -45,16 +39,16 @@ pub(super) fn engine_jobs(args: &Args, outputs: &Outputs) -> Vec<EngineJob> {
 /// Builds the engines asked for into `set` (engines and sidecars, unpublished; the Q/DQ model is
 /// read where it lies unpublished, `int8_written`); `Err` holds the message (with the commands for the
 /// device) when trtexec is missing or a build failed. Stops before the next engine once `stop`.
-pub(super) fn build_engines(
+pub(crate) fn build_engines(
     model: &headroom_onnx::Model,
-    args: &Args,
+    (request, settings): (&ExportRequest, &EngineSettings),
     outputs: &Outputs,
     (set, int8_written): (&mut FileSet, Option<&Path>),
     stop: &dyn Fn() -> bool,
 ) -> Result<Vec<EngineRow>, String> {
     use headroom_trt::{EngineInfo, EngineRequest, InputShape, Precision, Shapes};
-    let dir = outputs.int8.parent().map(Path::to_path_buf).unwrap_or_default();
-    let size = args.imgsz.map(u64::from);
+    let dir = &outputs.dir;
+    let size = request.imgsz.map(u64::from);
     let input = model.graph.inputs.first().map(|i| i.name.clone()).unwrap_or_else(|| "images".into());
     let static_dims: Option<Vec<u64>> = model
         .graph
@@ -69,12 +63,12 @@ pub(super) fn build_engines(
         Shapes::Dynamic { input: input.clone(), min: dims.clone(), opt: dims.clone(), max: dims.clone() }
     };
     // The builder shares the board's memory with everything else: bound it by the device's budget.
-    let (board, preset) = args.board();
-    let workspace = args.workspace.or_else(|| preset.map(|d| d.budget_bytes() / 2));
-    let trtexec = headroom_trt::find_trtexec(args.trtexec.as_deref());
+    let (board, preset) = settings.board();
+    let workspace = settings.workspace.or_else(|| preset.map(|d| d.budget_bytes() / 2));
+    let trtexec = headroom_trt::find_trtexec(settings.trtexec.as_deref());
     let mut rows = Vec::new();
     let mut missing = Vec::new();
-    for job in engine_jobs(args, outputs) {
+    for job in engine_jobs(request, outputs) {
         if stop() {
             break;
         }
@@ -86,7 +80,7 @@ pub(super) fn build_engines(
             }
             _ => job.onnx.clone(),
         };
-        let request = EngineRequest {
+        let build = EngineRequest {
             onnx: read_from.clone(),
             precision: job.precision.clone(),
             workspace_bytes: workspace,
@@ -94,15 +88,15 @@ pub(super) fn build_engines(
             shapes: shapes.clone(),
             out: job.engine.clone(),
         };
-        match headroom_trt::build_engine_unpublished(&request, trtexec.as_deref()) {
+        match headroom_trt::build_engine_unpublished(&build, trtexec.as_deref()) {
             Ok(built) => {
                 set.adopt(&job.engine).map_err(|e| e.to_string())?;
-                let version = built.version.unwrap_or(args.trt_version);
-                if version != args.trt_version {
+                let version = built.version.unwrap_or(request.trt_version);
+                if version != request.trt_version {
                     tracing::warn!(
                         "trtexec is TensorRT {version}, not --trt-version {}: the engine name says {}",
-                        args.trt_version,
-                        args.trt_version
+                        request.trt_version,
+                        request.trt_version
                     );
                 }
                 let name =

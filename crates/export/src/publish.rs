@@ -1,4 +1,4 @@
-//! How `headroom export` writes its files: under a lock on its stem in the output folder, every
+//! How an export writes its files: under a lock on its stem in the output folder, every
 //! file into a temporary first, then all published together through a journal
 //! (`headroom_core::fsio::FileSet`), so that a reader never finds the `.int8.onnx` of one model
 //! beside the `.int8.calib` of another, even after a kill between two renames.
@@ -11,17 +11,17 @@ use std::path::{Path, PathBuf};
 
 use headroom_core::fsio::{self, FileSet, OutputLock, Recovery};
 
-/// Test hook, for crates/cli/tests/export.rs only: the process aborts after this many renames of
-/// the publication, as a kill between two renames would leave it.
+/// Test hook, for crates/cli/tests/export.rs only, in debug builds only: the process aborts after
+/// this many renames of the publication, as a kill between two renames would leave it.
 const ABORT_AFTER_RENAMES: &str = "HEADROOM_TEST_EXPORT_ABORT_AFTER_RENAMES";
 
 /// The journal of the export of `stem` into `dir`.
-pub(super) fn journal(dir: &Path, stem: &str) -> PathBuf {
+pub(crate) fn journal(dir: &Path, stem: &str) -> PathBuf {
     dir.join(format!(".{stem}.export.journal"))
 }
 
 /// Takes the lock on the outputs of `stem` in `dir` (which exists), or says who holds it.
-pub(super) fn lock(dir: &Path, stem: &str) -> anyhow::Result<OutputLock> {
+pub(crate) fn lock(dir: &Path, stem: &str) -> crate::Result<OutputLock> {
     let scope = format!("the export of `{stem}` here");
     Ok(OutputLock::acquire_named(dir, &format!(".{stem}.export.lock"), &scope, "headroom export")?)
 }
@@ -29,7 +29,7 @@ pub(super) fn lock(dir: &Path, stem: &str) -> anyhow::Result<OutputLock> {
 /// What an export that stopped left in `dir`: a publication half done is completed (or, a
 /// temporary gone, removed), then the temporaries of `targets` (file names) and of the journal
 /// that no live process writes are removed. Call it holding [`lock`].
-pub(super) fn clean_up(dir: &Path, stem: &str, targets: &[String]) -> anyhow::Result<()> {
+pub(crate) fn clean_up(dir: &Path, stem: &str, targets: &[String]) -> crate::Result<()> {
     let journal = journal(dir, stem);
     match fsio::recover_file_set(&journal)? {
         Recovery::Nothing => {}
@@ -60,8 +60,12 @@ pub(super) fn clean_up(dir: &Path, stem: &str, targets: &[String]) -> anyhow::Re
 }
 
 /// Publishes `set` as a whole (see the module's comment).
-pub(super) fn publish(set: FileSet) -> anyhow::Result<Vec<PathBuf>> {
-    let abort_after = std::env::var(ABORT_AFTER_RENAMES).ok().and_then(|n| n.parse::<usize>().ok());
+pub(crate) fn publish(set: FileSet) -> crate::Result<Vec<PathBuf>> {
+    // Debug builds only (the ones `cargo test` runs): a release build ignores the variable.
+    let abort_after = std::env::var(ABORT_AFTER_RENAMES)
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|_| cfg!(debug_assertions));
     Ok(set.publish_observed(|renamed| {
         if Some(renamed) == abort_after {
             std::process::abort();
