@@ -6,13 +6,15 @@
 //! - [`step`]: the steps of a run, in order.
 //! - [`state`]: a run's settings and `state.json` (which steps are done, failures and their tries),
 //!   continuing a killed run, setting aside one that keeps failing.
+//! - [`preset`]: run presets (`configs/runs.toml`), typed, as a layer of a run request.
 //! - [`inputs`]: the loop's inputs checked before any work (detectors, classes, the state folder).
 //! - [`sources`]: which new images the labelled set has, by content; a changed teacher relabels.
 //! - [`gate`]: the deploy gate's conditions and decision; [`report`]: evaluating both models for it
 //!   (ONNX Runtime) and the run's summary and Markdown report.
 //! - [`deploy`]: atomic deploy, rollback, and the temporaries a kill leaves.
 //! - [`disk`]: free space before training, and the history's bound.
-//! - [`calendar`]: systemd `OnCalendar` expressions, checked before a timer is written.
+//! - [`calendar`]: systemd `OnCalendar` expressions, checked before a timer is written;
+//!   [`service`]: the systemd service and timer of the nightly run.
 //! - [`faults`]: the kill points the loop's restart tests use.
 
 pub mod calendar;
@@ -24,8 +26,10 @@ pub mod faults;
 pub mod field_run;
 pub mod gate;
 pub mod inputs;
+pub mod preset;
 pub mod report;
 pub mod runner;
+pub mod service;
 pub mod sources;
 pub mod state;
 pub mod step;

@@ -5,16 +5,13 @@
 use std::path::Path;
 use std::path::PathBuf;
 
-use super::device_arg::{BoardArgs, DEVICE_VALUES, DeviceArg, device_arg};
+use super::device_arg::{BoardArgs, DEVICE_VALUES, device_arg};
 pub use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
+use headroom_plan::DeviceChoice;
 use headroom_train::config::limits;
 
 /// Epochs by default (`--epochs`): the adaptation figures' 30 (10 lost to 30 with augmentation).
 pub const DEFAULT_EPOCHS: usize = 30;
-/// Ultralytics' augmentation values, `headroom train`'s defaults: (flag id, value).
-pub const AUGMENT_DEFAULTS: [(&str, &str); 4] =
-    [("mosaic", "1"), ("scale", "0.5"), ("translate", "0.1"), ("hsv", "0.015,0.7,0.4")];
-
 /// Arguments of `headroom train`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -134,7 +131,7 @@ pub struct Args {
     /// device, else cpu (logged). The run's config.toml keeps the device decided. A board preset
     /// (orin-nano-4, ...) goes to --board.
     #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
-    pub device: DeviceArg,
+    pub device: DeviceChoice,
     /// The board whose budget --plan auto fits (`--board NAME|auto`, default auto with --plan
     /// auto), and more presets (`--devices FILE`). The run's config.toml keeps the preset
     /// (results.json's memory estimate is for it), so a resume needs no device file.

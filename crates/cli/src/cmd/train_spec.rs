@@ -10,8 +10,29 @@ use super::train_args::{Args, absolute, hsv_gains};
 
 /// The request the command line makes (`resuming`: of a saved run, only the flags given).
 pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunRequest> {
+    flags_request(args, resuming, resuming)
+}
+
+/// A new run's request: the flags given, over `--preset`'s settings when one is named, over the
+/// flags' defaults.
+pub fn new_run_request(args: &Args) -> anyhow::Result<RunRequest> {
+    let all = flags_request(args, false, false)?;
+    let Some(spec) = &args.preset else { return Ok(all) };
+    let (name, preset) = headroom_field::preset::load(spec)?;
+    anyhow::ensure!(
+        !preset.distill || args.teacher.is_some(),
+        "--preset {name} distils from the labelling teacher (distill = true): give --teacher T.onnx"
+    );
+    let mut request = flags_request(args, true, false)?;
+    preset.apply(&mut request, None);
+    tracing::info!("preset {name}: {}", preset.description);
+    Ok(request.or(all))
+}
+
+/// The flags as a request: every flag (with clap's defaults) or, `only_given`, the flags given.
+fn flags_request(args: &Args, only_given: bool, resuming: bool) -> anyhow::Result<RunRequest> {
     let explicit = |id: &str| args.given.iter().any(|g| g == id);
-    let given = |id: &str| !resuming || explicit(id);
+    let given = |id: &str| !only_given || explicit(id);
     let mut r = RunRequest {
         model: args.model.as_deref().map(|m| absolute("--model", m)).transpose()?,
         data: args.data.as_deref().map(|d| absolute("--data", d)).transpose()?,
@@ -24,11 +45,11 @@ pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunReque
         });
     }
     if given("device") {
-        r.device = Some(args.device.torch_text());
+        r.device = Some(headroom_run::device::torch_text(args.device));
     }
     if given("board") || given("devices") {
         r.board = match args.board.board.as_deref() {
-            Some(name) => Some(super::device_arg::resolve_board(name, args.board.devices.as_deref())?),
+            Some(name) => Some(headroom_plan::resolve_board(name, args.board.devices.as_deref())?),
             None if !resuming => None,
             None => anyhow::bail!("--devices without --board: name the board the file adds"),
         };
@@ -100,5 +121,7 @@ mod tests {
         let request = request_from_args(&args, false).expect("a request");
         assert_eq!((request.batch, request.hsv, request.mosaic), (None, None, None));
         assert_eq!(request.epochs, Some(args.epochs), "the other flags count with their defaults");
+        let part: Trainable = args.train.parse().expect("the default part");
+        assert_eq!(part, headroom_run::request::DEFAULT_PART, "--train's default is the library's");
     }
 }

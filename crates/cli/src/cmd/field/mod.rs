@@ -19,14 +19,16 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::Outcome;
-use super::device_arg::{DEVICE_VALUES, DeviceArg, device_arg};
+use super::device_arg::{DEVICE_VALUES, device_arg};
 use super::provider_args::{ProviderArg, count_arg};
 use headroom_field::field_run::{self, FieldRun, StepSettings};
 use headroom_field::inputs::{Given, absolute_file, check_inputs, class_names, work_dir};
 use headroom_field::runner::ChildRunner;
 use headroom_field::state::RunSettings;
-use headroom_field::{deploy, gate};
-use headroom_train::config::limits;
+use headroom_field::{deploy, gate, preset};
+use headroom_plan::DeviceChoice;
+use headroom_run::limits;
+use headroom_run::request::RunRequest;
 
 /// Arguments of `headroom field`.
 #[derive(Debug, clap::Args)]
@@ -122,7 +124,7 @@ pub struct RunArgs {
     /// cuda:N; auto: each step takes the GPU when it can use one (`headroom train --help`,
     /// `headroom label --help`), else the CPU.
     #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
-    pub device: DeviceArg,
+    pub device: DeviceChoice,
     /// The board preset of the memory planner: `auto` reads the board's model and memory, or a
     /// name (`headroom plan --help`).
     #[arg(long, default_value = "auto", value_name = "auto|NAME")]
@@ -223,7 +225,7 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
             gate::check_labelled(&headroom_core::dataset::DataConfig::load(data)?, flag)?;
         }
     }
-    let (_, mut preset) = super::preset::load(&args.preset)?;
+    let (_, mut preset) = headroom_field::preset::load(&args.preset)?;
     if let Some(seed) = args.seed {
         preset.gate.seed = seed;
     }
@@ -251,11 +253,11 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
 
 /// CPU session options with these threads.
 fn cpu_session(threads: usize) -> anyhow::Result<headroom_infer::provider::SessionOptions> {
-    provider_session(DeviceArg::Cpu, Some(&[ProviderArg::Cpu]), threads)
+    provider_session(DeviceChoice::Cpu, Some(&[ProviderArg::Cpu]), threads)
 }
 
 fn provider_session(
-    device: DeviceArg,
+    device: DeviceChoice,
     ep: Option<&[ProviderArg]>,
     threads: usize,
 ) -> anyhow::Result<headroom_infer::provider::SessionOptions> {
@@ -295,21 +297,19 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         holdout: &args.holdout,
         old: args.old.as_deref(),
     })?;
-    let (preset_name, preset) = super::preset::load(&args.preset)?;
-    let device = super::device_arg::resolve_board(&args.board, args.devices.as_deref())?;
+    let (preset_name, preset) = headroom_field::preset::load(&args.preset)?;
+    let device = headroom_plan::resolve_board(&args.board, args.devices.as_deref())?;
     // Every setting the steps would refuse, refused now: before any work, with its cause.
     preflight::check(args, &inputs, &preset_name, &preset, &device)?;
     let work = work_dir(args.work.as_deref(), &inputs.deployed, Some(&inputs.images))?;
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
     deploy::remove_stale_temporaries(&inputs.deployed, &work)?;
-    let keep_runs = args.keep_runs.or(preset.keep_runs).unwrap_or(super::preset::DEFAULT_KEEP_RUNS);
-    let max_images = args.max_images.or(preset.max_images).unwrap_or(super::preset::DEFAULT_MAX_IMAGES);
-    let mut overrides = Vec::new();
-    if let Some(epochs) = args.epochs {
-        overrides.extend(["--epochs".to_string(), epochs.to_string()]);
-    }
+    let keep_runs = args.keep_runs.or(preset.keep_runs).unwrap_or(preset::DEFAULT_KEEP_RUNS);
+    let max_images = args.max_images.or(preset.max_images).unwrap_or(preset::DEFAULT_MAX_IMAGES);
+    // The flags given over the preset: what the child `train` is asked for.
+    let mut overrides = RunRequest { epochs: args.epochs, ..RunRequest::default() };
     if let Some(train) = &args.train {
-        overrides.extend(["--train".to_string(), train.clone()]);
+        overrides.part = Some(train.parse().map_err(|e| anyhow::anyhow!("--train {train}: {e}"))?);
     }
     if let Some(hours) = args.time {
         anyhow::ensure!(
@@ -317,8 +317,10 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
             "--time {hours}: hours, more than 0 and at most {}",
             limits::HOURS_MAX
         );
-        overrides.extend(["--time".to_string(), hours.to_string()]);
+        overrides.time_hours = Some(hours);
     }
+    let mut request = overrides.clone();
+    preset.apply(&mut request, Some(&inputs.teacher));
     let settings = RunSettings {
         images: inputs.images.clone(),
         teacher: inputs.teacher.clone(),
@@ -329,7 +331,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         board: device.name.clone(),
         runs_on: args.device.to_string(),
         reserve: args.reserve.clone(),
-        overrides: overrides.clone(),
+        overrides: preset::train_flags(&overrides),
         model: inputs.deployed.clone(),
     };
     let mut field_run = FieldRun::open(&work, &inputs.deployed, &settings, keep_runs)?;
@@ -347,20 +349,13 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     field_run.keep_board(&device)?;
-    let given = |id: &str| overrides.iter().any(|o| o == &format!("--{id}"));
-    let mut train_flags = overrides.clone();
-    train_flags.extend(preset.train_flags(&given, Some(&inputs.teacher)));
     let steps = StepSettings {
         preset_name: preset_name.clone(),
         gate: preset.gate.clone(),
         distill: preset.distill,
         augment: preset.augment,
-        train_part: args
-            .train
-            .clone()
-            .or_else(|| preset.train.clone())
-            .unwrap_or_else(|| crate::cmd::train_shared::DEFAULT_PART.into()),
-        train_flags,
+        train_part: request.part.unwrap_or(headroom_run::request::DEFAULT_PART),
+        train_flags: preset::train_flags(&request),
         runs_on: args.device.to_string(),
         board: device.name.clone(),
         reserve: args.reserve.clone(),

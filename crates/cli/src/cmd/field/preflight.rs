@@ -1,15 +1,15 @@
 //! What a night's work needs, checked before labelling with the rules the steps themselves apply
 //! (one function per rule, called here and by the verb that applies it): a setting that would
 //! fail mid-run fails at the start instead, with its cause, before any work is done. The preset
-//! itself is checked as it loads (`RunPreset::check`, the rules of `train`'s flags).
+//! itself is checked as it loads (`headroom_field::preset`, the rules of `train`'s flags).
 
 use anyhow::Context as _;
 
 use super::RunArgs;
 use crate::cmd::device_arg::BoardArgs;
-use crate::cmd::plan::{PlanArgs, budget, planned_device};
-use crate::cmd::preset::RunPreset;
+use crate::cmd::plan::{PlanArgs, budget};
 use headroom_field::inputs::Inputs;
+use headroom_field::preset::RunPreset;
 
 /// Checks the deployed model (an FP32 detector the trainer can train), what trains, the memory
 /// budget on the board, and the teacher–student pairing the preset's distillation needs.
@@ -35,7 +35,7 @@ pub fn check(
     // The plan step's budget: --reserve must leave something of the board's memory.
     let board_args = BoardArgs { board: Some(args.board.clone()), devices: args.devices.clone() };
     let plan_args = PlanArgs { budget: None, reserve: args.reserve.clone() };
-    budget(&plan_args, board, planned_device(args.device, board), &board_args)?;
+    budget(&plan_args, board, args.device.planned_on(board), &board_args)?;
     if preset.distill {
         // Training runs at the deployed model's input size (field run gives no --imgsz).
         let [h, w] = student.inspected_size;
