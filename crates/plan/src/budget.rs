@@ -72,6 +72,32 @@ pub fn budget(
     Ok(Budget { bytes: total - reserve, source })
 }
 
+/// [`budget`] for training on `runs_on`; `--budget auto` with `--board` naming (`named`) a board
+/// this machine is not ([`crate::other_machine`], with the `--devices` file) warns that the plan is
+/// for this machine.
+pub fn budget_on(
+    (budget_text, reserve): (Option<&str>, &str),
+    board: &DevicePreset,
+    runs_on: crate::RunsOn,
+    (named, devices): (Option<&str>, Option<&std::path::Path>),
+) -> Result<Budget, Error> {
+    let found = budget(budget_text, reserve, board, runs_on.pool())?;
+    if budget_text == Some("auto")
+        && named.is_some_and(|b| b != "auto")
+        && let Some(this) = crate::other_machine(board, devices)
+    {
+        let free = found.bytes + parse_size(reserve).unwrap_or(0);
+        tracing::warn!(
+            "--budget auto: reading this machine's free memory ({:.1} GiB), which is not a {} (--board {}; \
+             this machine: {this}): the plan is for this machine; give --budget SIZE to plan for the board",
+            free as f64 / f64::from(1u32 << 30),
+            board.description,
+            board.name
+        );
+    }
+    Ok(found)
+}
+
 /// `--budget` and `--reserve` where no budget is computed: checked all the same (a typo is an
 /// error, not silence); whether either was given.
 pub fn check_sizes(budget: Option<&str>, reserve: &str) -> Result<bool, Error> {

@@ -99,3 +99,169 @@ mod tests {
         assert!("onnx".parse::<TrunkRuntime>().is_err());
     }
 }
+
+/// Where the work runs (`--device`): `cpu`, `cuda`, `cuda:N`, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceChoice {
+    /// CUDA device 0 when this build can use CUDA and a GPU is visible, else the CPU.
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// A CUDA device: `cuda` (None, device 0) or `cuda:N`.
+    Cuda(Option<usize>),
+}
+
+/// Where the work runs, once `auto` is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunsOn {
+    /// The CPU.
+    Cpu,
+    /// A CUDA device, by index.
+    Cuda(usize),
+}
+
+impl fmt::Display for DeviceChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceChoice::Auto => f.write_str("auto"),
+            DeviceChoice::Cpu => f.write_str("cpu"),
+            DeviceChoice::Cuda(None) => f.write_str("cuda"),
+            DeviceChoice::Cuda(Some(n)) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = String;
+
+    /// `cpu`, `cuda`, `cuda:N` or `auto`; a board preset's name gets the one-line error naming
+    /// `--board` ([`board_given_as_device`]).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        match text {
+            "auto" => return Ok(DeviceChoice::Auto),
+            "cpu" => return Ok(DeviceChoice::Cpu),
+            "cuda" => return Ok(DeviceChoice::Cuda(None)),
+            _ => {}
+        }
+        if let Some(n) = text.strip_prefix("cuda:") {
+            return n
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n < 1024)
+                .map(|n| DeviceChoice::Cuda(Some(n)))
+                .ok_or_else(|| format!("`{text}`: cuda:N takes a device number, e.g. cuda:0"));
+        }
+        let known = crate::devices::builtin_devices().is_ok_and(|d| d.iter().any(|p| p.name == text));
+        if known || text == "jetson" || text == "measured" {
+            Err(board_given_as_device(text))
+        } else {
+            Err(format!(
+                "`--device` says where the work runs (cpu, cuda, cuda:N, auto), not `{text}`; a board preset \
+                 goes to --board {text}"
+            ))
+        }
+    }
+}
+
+/// The one-line refusal of a board name given as a device.
+pub fn board_given_as_device(name: &str) -> String {
+    format!(
+        "`--device` says where the work runs (cpu, cuda, cuda:N, auto); {name} is a board: use --board {name}"
+    )
+}
+
+impl DeviceChoice {
+    /// `auto` decided by `gpu` (whether this build can use CUDA and sees a GPU), logged at info
+    /// with `why` (what was checked); the others as given.
+    pub fn resolve(self, gpu: bool, why: &str) -> RunsOn {
+        match self {
+            DeviceChoice::Cpu => RunsOn::Cpu,
+            DeviceChoice::Cuda(n) => RunsOn::Cuda(n.unwrap_or(0)),
+            DeviceChoice::Auto if gpu => {
+                tracing::info!("--device auto: cuda:0 ({why})");
+                RunsOn::Cuda(0)
+            }
+            DeviceChoice::Auto => {
+                tracing::info!("--device auto: cpu ({why})");
+                RunsOn::Cpu
+            }
+        }
+    }
+
+    /// Where a plan for `board` counts the training: `auto` follows the board (its GPU when it
+    /// has one). A GPU on a board without one (an x86 PC detected from its memory) is counted as
+    /// the CPU, with a warning naming the way to plan for the GPU.
+    pub fn planned_on(self, board: &crate::DevicePreset) -> RunsOn {
+        let resolved = match self {
+            DeviceChoice::Auto if board.gpu => RunsOn::Cuda(0),
+            DeviceChoice::Auto => RunsOn::Cpu,
+            given => given.resolve(false, ""),
+        };
+        if resolved.is_gpu() && !board.gpu {
+            tracing::warn!(
+                "--device {self}: the board {} ({}) has no GPU in its preset; the plan counts its memory as \
+                 for the CPU, without an AMP rung (a discrete GPU: --board gpu-8, or a preset of it with --devices)",
+                board.name,
+                board.description
+            );
+            return RunsOn::Cpu;
+        }
+        resolved
+    }
+}
+
+impl fmt::Display for RunsOn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunsOn::Cpu => f.write_str("cpu"),
+            RunsOn::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl RunsOn {
+    /// Whether the work runs on a GPU.
+    pub fn is_gpu(self) -> bool {
+        matches!(self, RunsOn::Cuda(_))
+    }
+
+    /// The memory pool a plan for it counts.
+    pub fn pool(self) -> crate::Pool {
+        match self {
+            RunsOn::Cuda(n) => crate::Pool::Gpu(n),
+            RunsOn::Cpu => crate::Pool::Cpu,
+        }
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+
+    #[test]
+    fn device_values_parse_and_print_back() {
+        for text in ["auto", "cpu", "cuda", "cuda:0", "cuda:1"] {
+            assert_eq!(text.parse::<DeviceChoice>().expect(text).to_string(), text);
+        }
+        assert_eq!("cuda:1".parse(), Ok(DeviceChoice::Cuda(Some(1))));
+        assert!("cuda:x".parse::<DeviceChoice>().expect_err("bad index").contains("cuda:N"));
+    }
+
+    #[test]
+    fn a_board_through_device_names_board() {
+        let err = "orin-nano-4".parse::<DeviceChoice>().expect_err("a board");
+        assert_eq!(
+            err,
+            "`--device` says where the work runs (cpu, cuda, cuda:N, auto); orin-nano-4 is a board: use --board orin-nano-4"
+        );
+        assert!("gpu".parse::<DeviceChoice>().expect_err("unknown").contains("--board gpu"));
+    }
+
+    #[test]
+    fn auto_follows_the_gpu() {
+        assert_eq!(DeviceChoice::Auto.resolve(true, "test"), RunsOn::Cuda(0));
+        assert_eq!(DeviceChoice::Auto.resolve(false, "test"), RunsOn::Cpu);
+        assert_eq!(DeviceChoice::Cuda(Some(2)).resolve(false, "test"), RunsOn::Cuda(2));
+    }
+}

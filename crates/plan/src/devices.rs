@@ -282,6 +282,44 @@ pub fn read_board() -> (Option<String>, Option<u64>) {
     (model, mem)
 }
 
+/// The preset `--board NAME|auto` names, from the built-ins, /etc/headroom/devices.toml and
+/// `devices_file` (`--devices`). `auto` detects the board ([`detect`]), logging why, with a
+/// warning when no preset knows it.
+pub fn resolve_board(name: &str, devices_file: Option<&Path>) -> Result<DevicePreset, Error> {
+    let devices = load_all(devices_file)?;
+    if name != "auto" {
+        return find_device(&devices, name)
+            .cloned()
+            .map_err(|e| Error::Setup { reason: format!("--board {name}: {e}") });
+    }
+    let (model, mem) = read_board();
+    let found = detect(&devices, model.as_deref(), mem)?;
+    if found.known {
+        tracing::info!("--board auto: {}", found.reason);
+    } else {
+        tracing::warn!("--board auto: {}", found.reason);
+    }
+    Ok(found.preset)
+}
+
+/// Whether this machine is the board `preset` (detected as `--board auto` would), and what it is
+/// otherwise, for the warning of `--budget auto`: `None` when it is, or when neither can be told
+/// (a preset without board `models`, such as x86-cpu, on a machine no preset knows).
+pub fn other_machine(preset: &DevicePreset, devices_file: Option<&Path>) -> Option<String> {
+    let devices = load_all(devices_file).ok()?;
+    let (model, mem) = read_board();
+    let found = detect(&devices, model.as_deref(), mem).ok();
+    match found {
+        Some(found) if found.known && found.preset.name == preset.name => None,
+        Some(found) if found.known => Some(format!("{} ({})", found.preset.description, found.preset.name)),
+        _ if preset.models.is_empty() => None,
+        _ => Some(match model {
+            Some(model) => format!("board `{model}`"),
+            None => "a machine without a board model".to_string(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

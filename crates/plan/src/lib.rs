@@ -1,6 +1,7 @@
 //! headroom-plan: training-memory planning from the model itself.
 //!
-//! - [`choice`]: the choices a run's memory depends on, one enum each ([`Optimizer`], [`TrunkRuntime`]).
+//! - [`choice`]: the choices a run's memory depends on, one enum each ([`Optimizer`], [`TrunkRuntime`],
+//!   [`DeviceChoice`] and, decided, [`RunsOn`]).
 //! - [`devices`]: device presets (`configs/devices.toml`, embedded in the binary).
 //! - [`budget`](mod@budget): the memory a plan may use (`--budget`: a preset's, a size, or this machine's
 //!   free memory; less `--reserve`).
@@ -24,11 +25,11 @@ pub mod memory;
 pub mod saved;
 pub mod size;
 
-pub use budget::{Budget, Pool, budget, check_sizes};
-pub use choice::{Optimizer, TrunkRuntime};
+pub use budget::{Budget, Pool, budget, budget_on, check_sizes};
+pub use choice::{DeviceChoice, Optimizer, RunsOn, TrunkRuntime};
 pub use devices::{
     BUILTIN_DEVICES, Detected, DevicePreset, builtin_devices, detect, find_device, load_all, load_devices,
-    parse_devices, read_board,
+    other_machine, parse_devices, read_board, resolve_board,
 };
 pub use ladder::{Candidate, Plan, plan, step_down};
 pub use memory::{Components, Estimate, Planner, Setup, TeacherCost};

@@ -57,6 +57,25 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// The configuration a ladder starts from: `trainable` at `batch` (1–256), at `imgsz` (square)
+    /// or the model's inspected size, without checkpointing.
+    pub fn start(
+        inspection: &Inspection,
+        trainable: Trainable,
+        imgsz: Option<u32>,
+        batch: usize,
+    ) -> Result<Setup, Error> {
+        if !(1..=256).contains(&batch) {
+            return Err(Error::Setup { reason: format!("--batch {batch} is not in [1, 256]") });
+        }
+        let [h, w] = inspection.inspected_size;
+        let imgsz = match imgsz {
+            Some(n) => [n, n],
+            None => [h as u32, w as u32],
+        };
+        Ok(Setup { trainable, batch, imgsz, checkpoint: false, ..Setup::default() })
+    }
+
     /// The flags of `headroom train` that run this configuration.
     pub fn train_flags(&self) -> String {
         let part = match self.trainable {
@@ -92,6 +111,19 @@ pub struct TeacherCost {
     pub forward: u64,
     /// Its head outputs for one image (box distributions and class logits).
     pub outputs: u64,
+}
+
+impl TeacherCost {
+    /// What the teacher at `path` adds at `imgsz` (`[height, width]`), as the planner counts it;
+    /// errors name `--teacher`.
+    pub fn of_file(path: &std::path::Path, imgsz: [u32; 2]) -> Result<TeacherCost, Error> {
+        let refuse = |e: &dyn std::fmt::Display| Error::Setup { reason: format!("--teacher: {e}") };
+        let model = Model::load(path).map_err(|e| refuse(&e))?;
+        let inspection = headroom_onnx::inspect::inspect(&model).map_err(|e| refuse(&e))?;
+        Planner::new(&model, &inspection, 0)
+            .teacher_cost(imgsz)
+            .map_err(|e| Error::Setup { reason: format!("--teacher {}: {e}", path.display()) })
+    }
 }
 
 impl Default for Setup {

@@ -13,6 +13,20 @@ pub fn cuda_available() -> bool {
     headroom_train::cuda_available()
 }
 
+/// `--device` for libtorch, as the spec keeps it: `cpu`, `cuda` or `cuda:N` as given, `auto`
+/// decided by whether this libtorch sees a CUDA device (logged).
+pub fn torch_text(choice: headroom_plan::DeviceChoice) -> String {
+    if choice != headroom_plan::DeviceChoice::Auto {
+        return choice.to_string();
+    }
+    let cuda = cuda_available();
+    let why = if cuda { "this libtorch sees a CUDA device" } else { "this libtorch sees no CUDA device" };
+    match choice.resolve(cuda, why) {
+        headroom_plan::RunsOn::Cpu => "cpu".into(),
+        headroom_plan::RunsOn::Cuda(_) => "cuda".into(),
+    }
+}
+
 /// Whether `text` names libtorch's device (`cpu`, `cuda`, `cuda:N`) rather than a preset.
 pub fn is_libtorch(text: &str) -> bool {
     text == "cpu" || text == "cuda" || text.starts_with("cuda:")

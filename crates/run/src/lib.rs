@@ -8,6 +8,7 @@
 //! - [`request::RunRequest`]: what a caller asks for, setting by setting, resolved into a spec
 //!   (every derived value derived there) for a new run or against a saved one on resume.
 //! - [`folder`]: the run folder's files besides checkpoints.
+//! - `parity`: the executor against ONNX Runtime on one model (`headroom inspect --check`).
 //! - `val_plots`: `best.onnx` validated at the end, with Ultralytics' PR curve, confusion matrices
 //!   and val mosaics.
 //!
@@ -26,6 +27,8 @@ pub mod device;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod inputs;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod parity;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod renorm;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod run;
@@ -37,3 +40,6 @@ mod trunk;
 pub mod val_plots;
 
 pub use error::{Error, Result};
+/// The bounds of every training setting (`--epochs`, `--time`, `lr0`, …), shared by the flags,
+/// the presets and the spec's validation.
+pub use headroom_train::config::limits;

@@ -107,3 +107,95 @@ mod tests {
         assert_eq!(memory_lines(&base, &failed), headroom_plot::MemoryLines::default());
     }
 }
+
+/// The budget `--plan auto` fits: `--budget` (None: the board preset's; `auto`; a size) less
+/// `--reserve`; the board named on the command line (None or `auto`: detected) and the `--devices`
+/// file, for the warning of a budget read on another machine.
+#[derive(Debug, Clone, Default)]
+pub struct BudgetAsk {
+    /// `--budget`.
+    pub budget: Option<String>,
+    /// `--reserve`.
+    pub reserve: String,
+    /// `--board` as given.
+    pub board: Option<String>,
+    /// `--devices`.
+    pub devices: Option<std::path::PathBuf>,
+}
+
+/// `headroom train --plan auto` (and the field loop's plan step, which runs `headroom plan` with
+/// the same start): runs the fit ladder from the spec's configuration (its batch, 2 by default:
+/// the batch the adaptation figures were measured at, and on the demo's 64 field images batch 16
+/// recovered 15 % of the gap where batch 2 recovered 23 % — docs/BENCHMARKS.md "The deploy
+/// gate") on the spec's board (else this board, detected) and sets batch, checkpointing, AMP, the
+/// feature cache, the input size and the part to the first candidate that fits, recording the
+/// choice in the spec.
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
+    use headroom_plan::{DeviceChoice, format_size};
+
+    use crate::spec::PlanChoice;
+
+    if spec.device_preset.is_none() {
+        spec.device_preset = Some(headroom_plan::resolve_board("auto", ask.devices.as_deref())?);
+    }
+    let cuda = crate::device::cuda_available();
+    let (torch, preset) =
+        crate::device::resolve_saved(&spec.device, spec.device_preset.as_ref(), cuda, false)?;
+    let runs_on = torch.parse::<DeviceChoice>().map_err(crate::Error::Request)?.planned_on(&preset);
+    let gpu = runs_on.is_gpu();
+    let model = Model::load(&spec.model)?;
+    let inspection = headroom_onnx::inspect::inspect(&model)?;
+    let imgsz = spec.settings.imgsz[0];
+    let mut start = Setup::start(&inspection, spec.part, Some(imgsz), spec.settings.batch)?;
+    start.optimizer = spec.settings.optimizer;
+    start.trunk = spec.trunk;
+    start.amp = false;
+    start.augment = spec.settings.augment.changes_pixels();
+    if let Some(teacher) = &spec.teacher {
+        start.teacher = Some(TeacherCost::of_file(teacher, start.imgsz)?);
+    }
+    let budget = headroom_plan::budget_on(
+        (ask.budget.as_deref(), &ask.reserve),
+        &preset,
+        runs_on,
+        (ask.board.as_deref(), ask.devices.as_deref()),
+    )?;
+    let mut planner = Planner::new(&model, &inspection, preset.runtime_bytes());
+    if !preset.unified && gpu {
+        planner = planner.discrete();
+    }
+    let found = headroom_plan::plan(&mut planner, &start, budget.bytes, gpu)?;
+    let Some(chosen) = found.chosen.and_then(|i| found.candidates.get(i)) else {
+        return Err(crate::Error::Request(format!(
+            "--plan auto: nothing fits {} on {} ({}): {}",
+            format_size(found.budget),
+            preset.name,
+            budget.source,
+            found.advice.unwrap_or_default()
+        )));
+    };
+    let setup = &chosen.estimate.setup;
+    tracing::info!(
+        "--plan auto on {} (budget {}): rung `{}`, estimated peak {}: {}",
+        preset.name,
+        format_size(found.budget),
+        chosen.rung,
+        format_size(chosen.estimate.peak),
+        setup.train_flags()
+    );
+    let s = &mut spec.settings;
+    s.batch = setup.batch;
+    s.checkpoint = setup.checkpoint;
+    s.amp = setup.amp;
+    s.imgsz = [setup.imgsz[1], setup.imgsz[0]];
+    spec.cache_features = setup.cache_features;
+    spec.part = setup.trainable;
+    spec.plan = Some(PlanChoice {
+        device: preset.name.clone(),
+        budget: found.budget,
+        rung: chosen.rung.to_string(),
+        estimate: chosen.estimate.peak,
+    });
+    Ok(())
+}

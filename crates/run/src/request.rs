@@ -10,11 +10,15 @@ use std::path::{Path, PathBuf};
 
 use headroom_onnx::Trainable;
 use headroom_plan::{DevicePreset, Optimizer, TrunkRuntime};
-use headroom_train::augment::AugmentConfig;
+/// The augmentation settings (`AugmentConfig::ultralytics()`: `headroom train`'s defaults).
+pub use headroom_train::augment::AugmentConfig;
 use headroom_train::config::TrainConfig;
 
 use crate::spec::RunSpec;
 use crate::{Error, Result};
+
+/// What trains when neither the command line nor a preset says (`headroom train`'s `--train all`).
+pub const DEFAULT_PART: Trainable = Trainable::Freeze(0);
 
 /// The nominal batch asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +27,24 @@ pub enum Nbs {
     Auto,
     /// A fixed nominal batch.
     Fixed(usize),
+}
+
+impl std::str::FromStr for Nbs {
+    type Err = String;
+
+    /// `auto`, or a count within `headroom_train::config::limits` (`NBS_MIN..=NBS_MAX`).
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
+        use headroom_train::config::limits;
+        if text == "auto" {
+            return Ok(Nbs::Auto);
+        }
+        match text.parse::<usize>() {
+            Ok(n) if (limits::NBS_MIN..=limits::NBS_MAX).contains(&n) => Ok(Nbs::Fixed(n)),
+            _ => {
+                Err(format!("`{text}` is not `auto` or a count in {}..={}", limits::NBS_MIN, limits::NBS_MAX))
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for Nbs {
@@ -117,6 +139,52 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
+    /// This request, each setting it leaves unset taken from `fallback` (the command line over a
+    /// preset, a preset over the flags' defaults).
+    #[must_use]
+    pub fn or(self, fallback: RunRequest) -> RunRequest {
+        RunRequest {
+            model: self.model.or(fallback.model),
+            data: self.data.or(fallback.data),
+            part: self.part.or(fallback.part),
+            device: self.device.or(fallback.device),
+            board: self.board.or(fallback.board),
+            replay: self.replay.or(fallback.replay),
+            replay_fraction: self.replay_fraction.or(fallback.replay_fraction),
+            remap: self.remap.or(fallback.remap),
+            trunk: self.trunk.or(fallback.trunk),
+            cache_features: self.cache_features.or(fallback.cache_features),
+            memory_cap: self.memory_cap.or(fallback.memory_cap),
+            memory_cap_after: self.memory_cap_after.or(fallback.memory_cap_after),
+            renorm: self.renorm.or(fallback.renorm),
+            teacher: self.teacher.or(fallback.teacher),
+            patience: self.patience.or(fallback.patience),
+            time_hours: self.time_hours.or(fallback.time_hours),
+            epochs: self.epochs.or(fallback.epochs),
+            batch: self.batch.or(fallback.batch),
+            nbs: self.nbs.or(fallback.nbs),
+            optimizer: self.optimizer.or(fallback.optimizer),
+            lr0: self.lr0.or(fallback.lr0),
+            cos_lr: self.cos_lr.or(fallback.cos_lr),
+            max_grad_norm: self.max_grad_norm.or(fallback.max_grad_norm),
+            flip: self.flip.or(fallback.flip),
+            kd: self.kd.or(fallback.kd),
+            dense_kd: self.dense_kd.or(fallback.dense_kd),
+            ignore_band: self.ignore_band.or(fallback.ignore_band),
+            anchor: self.anchor.or(fallback.anchor),
+            hsv: self.hsv.or(fallback.hsv),
+            translate: self.translate.or(fallback.translate),
+            scale: self.scale.or(fallback.scale),
+            mosaic: self.mosaic.or(fallback.mosaic),
+            checkpoint: self.checkpoint.or(fallback.checkpoint),
+            amp: self.amp.or(fallback.amp),
+            imgsz: self.imgsz.or(fallback.imgsz),
+            save_period: self.save_period.or(fallback.save_period),
+            save_interval: self.save_interval.or(fallback.save_interval),
+            seed: self.seed.or(fallback.seed),
+        }
+    }
+
     /// The spec of a new run (`base` None) or of `base` with this request applied. `cuda`: whether
     /// this libtorch sees a CUDA device (AMP needs one).
     pub fn resolve(&self, base: Option<&RunSpec>, cuda: bool) -> Result<RunSpec> {

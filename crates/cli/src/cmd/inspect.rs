@@ -100,7 +100,7 @@ fn export_note(model: &Model, qdq_nodes: usize) -> Option<String> {
 
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 fn check(args: &Args, model: &Model, report: &Inspection) -> anyhow::Result<Outcome> {
-    use super::inspect_check::{CheckOptions, check, table as check_table};
+    use headroom_run::parity::{CheckOptions, check};
     let options = CheckOptions {
         image: args.image.clone(),
         imgsz: args.imgsz,
@@ -194,5 +194,45 @@ fn table(r: &Inspection) -> String {
         );
     }
     let _ = writeln!(s, "\n`--freeze N` freezes model.0..N-1 (Ultralytics' meaning); `head` = {module}.");
+    s
+}
+
+/// The human-readable check report; `export` says what kind of export a model that matches still
+/// is not trained as (an FP16 export).
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
+fn check_table(r: &headroom_run::parity::CheckReport, export: Option<&str>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ =
+        writeln!(s, "\ncheck       ONNX Runtime vs headroom executor (libtorch), input {:?}", r.input_shape);
+    for t in &r.tensors {
+        let _ = writeln!(
+            s,
+            "  {:<6} {:<40} {:<18} max abs {:.3e}  max rel {:.3e}",
+            t.role,
+            t.name,
+            format!("{:?}", t.shape),
+            t.max_abs,
+            t.max_rel
+        );
+    }
+    if let (Some(a), Some(b)) = (r.onnxruntime_ms, r.executor_ms) {
+        let _ = writeln!(
+            s,
+            "  forward (median, {} threads): ONNX Runtime {a:.2} ms, executor {b:.2} ms, ratio {:.2}",
+            r.threads,
+            b / a
+        );
+    }
+    let verdict = match (r.passed, export) {
+        (true, None) => "PASS: headroom can train this model".to_string(),
+        (true, Some(export)) => format!("PASS: the executor runs it as ONNX Runtime does; {export}"),
+        (false, _) => "FAIL: the executor differs".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "result      {verdict} (largest relative difference {:.3e}, tolerance {:.0e})",
+        r.max_rel, r.tolerance
+    );
     s
 }

@@ -8,20 +8,15 @@ mod export;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod field;
 mod inspect;
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-mod inspect_check;
 mod interrupt;
 mod label;
 mod plan;
-mod preset;
 pub mod progress;
 mod provider_args;
 mod settle_arg;
 mod synth;
 mod train;
 mod train_args;
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-mod train_plan;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod train_progress;
 mod train_shared;
@@ -94,7 +89,7 @@ pub enum Outcome {
 }
 
 /// Parses the command line; for `train`, also records which flags were given (a resumed run checks
-/// them against its saved settings).
+/// them against its saved settings; a preset sets only the others).
 pub fn parse() -> Cli {
     use clap::{CommandFactory, FromArgMatches};
     let mut command = Cli::command();
@@ -110,9 +105,6 @@ pub fn parse() -> Cli {
             .filter(|id| sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
             .map(|id| id.to_string())
             .collect();
-        if let Err(err) = preset::apply_to_train(args) {
-            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{err}\n")).exit();
-        }
     }
     cli
 }

@@ -7,13 +7,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use headroom_onnx::Trainable;
-use headroom_plan::{Budget, DevicePreset, Plan, Planner, Pool, Setup, format_size, parse_size};
+use headroom_plan::{Budget, DevicePreset, Plan, Planner, Setup, format_size};
 
 use super::Outcome;
-use super::device_arg::{
-    BoardArgs, DEVICE_VALUES, DeviceArg, Resolved, device_arg, other_machine, resolve_board,
-};
+use super::device_arg::{BoardArgs, DEVICE_VALUES, device_arg};
 use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
+use headroom_plan::{DeviceChoice, RunsOn};
 
 /// Arguments of `headroom plan`. The ladder starts from what `headroom train` does by default
 /// (the same constants), so its first rung is the run a user gets.
@@ -26,7 +25,7 @@ pub struct Args {
     /// memory on a discrete GPU; the one pool on unified memory; AMP is a rung), cpu (the CPU's
     /// memory; no AMP rung); auto: the board's GPU when it has one, else cpu.
     #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
-    pub device: DeviceArg,
+    pub device: DeviceChoice,
     /// The board (`--board`, default auto) and more presets (`--devices`).
     #[command(flatten)]
     pub board: BoardArgs,
@@ -100,27 +99,6 @@ fn budget_arg(text: &str) -> Result<String, String> {
     if text == "auto" { Ok(text.to_string()) } else { super::provider_args::memory_size_arg(text) }
 }
 
-/// Where the planned training runs on `board`: `auto` follows the board (its GPU when it has
-/// one). A GPU on a board without one (an x86 PC detected from its memory) is counted as the CPU,
-/// with a warning naming the way to plan for the GPU.
-pub fn planned_device(device: DeviceArg, board: &DevicePreset) -> Resolved {
-    let resolved = match device {
-        DeviceArg::Auto if board.gpu => Resolved::Cuda(0),
-        DeviceArg::Auto => Resolved::Cpu,
-        given => given.resolve(false, ""),
-    };
-    if resolved.is_gpu() && !board.gpu {
-        tracing::warn!(
-            "--device {device}: the board {} ({}) has no GPU in its preset; the plan counts its memory as \
-             for the CPU, without an AMP rung (a discrete GPU: --board gpu-8, or a preset of it with --devices)",
-            board.name,
-            board.description
-        );
-        return Resolved::Cpu;
-    }
-    resolved
-}
-
 /// Runs `headroom plan`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let trainable: Trainable =
@@ -129,10 +107,13 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     super::train_shared::refuse_fp16(&args.model, &model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
-    let device = resolve_board(args.board.board.as_deref().unwrap_or("auto"), args.board.devices.as_deref())?;
-    let runs_on = planned_device(args.device, &device);
+    let device = headroom_plan::resolve_board(
+        args.board.board.as_deref().unwrap_or("auto"),
+        args.board.devices.as_deref(),
+    )?;
+    let runs_on = args.device.planned_on(&device);
     let budget = budget(&args.plan, &device, runs_on, &args.board)?;
-    let mut start = start_setup(&inspection, trainable, args.imgsz, args.batch)?;
+    let mut start = Setup::start(&inspection, trainable, args.imgsz, args.batch)?;
     start.checkpoint = !args.no_checkpoint;
     start.optimizer = args.optimizer.planned();
     start.trunk = args.trunk.into();
@@ -140,7 +121,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     start.images = args.images;
     start.augment = !args.no_augment;
     if let Some(path) = &args.teacher {
-        start.teacher = Some(teacher_cost(path, start.imgsz)?);
+        start.teacher = Some(headroom_plan::TeacherCost::of_file(path, start.imgsz)?);
     }
     let mut planner = Planner::new(&model, &inspection, device.runtime_bytes());
     if !device.unified && runs_on.is_gpu() {
@@ -192,66 +173,16 @@ pub fn check_unused_sizes(args: &PlanArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--budget` and `--reserve` on `board`, for training on `device` ([`headroom_plan::budget`]).
-/// `--budget auto` reads this machine, with a warning when `--board` named another one.
+/// `--budget` and `--reserve` on `board`, for training on `device` ([`headroom_plan::budget_on`]:
+/// `--budget auto` reads this machine, with a warning when `--board` named another one).
 pub fn budget(
     args: &PlanArgs,
     board: &DevicePreset,
-    device: Resolved,
+    device: RunsOn,
     given: &BoardArgs,
 ) -> anyhow::Result<Budget> {
-    let pool = match device {
-        Resolved::Cuda(n) => Pool::Gpu(n),
-        Resolved::Cpu => Pool::Cpu,
-    };
-    let budget = headroom_plan::budget(args.budget.as_deref(), &args.reserve, board, pool)?;
-    if args.budget.as_deref() == Some("auto") {
-        let free = budget.bytes + parse_size(&args.reserve).unwrap_or(0);
-        warn_if_other_machine(board, given, free);
-    }
-    Ok(budget)
-}
-
-/// `--budget auto` with `--board NAME` on a machine that is not that board plans for this machine.
-fn warn_if_other_machine(board: &DevicePreset, given: &BoardArgs, free: u64) {
-    if given.board.as_deref().is_none_or(|b| b == "auto") {
-        return;
-    }
-    if let Some(this) = other_machine(board, given.devices.as_deref()) {
-        tracing::warn!(
-            "--budget auto: reading this machine's free memory ({:.1} GiB), which is not a {} (--board {}; \
-             this machine: {this}): the plan is for this machine; give --budget SIZE to plan for the board",
-            free as f64 / f64::from(1u32 << 30),
-            board.description,
-            board.name
-        );
-    }
-}
-
-/// What the teacher at `path` adds at `imgsz` (`[height, width]`), as the planner counts it.
-pub fn teacher_cost(path: &Path, imgsz: [u32; 2]) -> anyhow::Result<headroom_plan::TeacherCost> {
-    let model = headroom_onnx::Model::load(path).map_err(|e| anyhow::anyhow!("--teacher: {e}"))?;
-    let inspection =
-        headroom_onnx::inspect::inspect(&model).map_err(|e| anyhow::anyhow!("--teacher: {e}"))?;
-    Planner::new(&model, &inspection, 0)
-        .teacher_cost(imgsz)
-        .map_err(|e| anyhow::anyhow!("--teacher {}: {e}", path.display()))
-}
-
-/// The configuration the ladder starts from.
-pub fn start_setup(
-    inspection: &headroom_onnx::inspect::Inspection,
-    trainable: Trainable,
-    imgsz: Option<u32>,
-    batch: usize,
-) -> anyhow::Result<Setup> {
-    anyhow::ensure!((1..=256).contains(&batch), "--batch {batch} is not in [1, 256]");
-    let [h, w] = inspection.inspected_size;
-    let imgsz = match imgsz {
-        Some(n) => [n, n],
-        None => [h as u32, w as u32],
-    };
-    Ok(Setup { trainable, batch, imgsz, checkpoint: false, ..Setup::default() })
+    let named = (given.board.as_deref(), given.devices.as_deref());
+    Ok(headroom_plan::budget_on((args.budget.as_deref(), &args.reserve), board, device, named)?)
 }
 
 fn mib(bytes: u64) -> String {
@@ -278,7 +209,7 @@ fn plan_chart(plan: &Plan, title: String) -> headroom_plot::PlanChart {
     headroom_plot::PlanChart { title, budget_mib: mib(plan.budget), rungs, chosen: plan.chosen }
 }
 
-fn table(model: &Path, (device, runs_on): (&DevicePreset, Resolved), budget: &Budget, plan: &Plan) -> String {
+fn table(model: &Path, (device, runs_on): (&DevicePreset, RunsOn), budget: &Budget, plan: &Plan) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,

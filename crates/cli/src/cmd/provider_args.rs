@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use headroom_infer::provider::{ExecutionProvider, SessionOptions, TensorrtOptions};
 
-use super::device_arg::{DEVICE_VALUES, DeviceArg, Resolved, device_arg, onnxruntime_gpu};
+use super::device_arg::{DEVICE_VALUES, device_arg, onnxruntime_gpu};
+use headroom_plan::{DeviceChoice, RunsOn};
 
 /// Execution provider choice, shared by the commands that run ONNX models.
 #[derive(Debug, Clone, clap::Args)]
@@ -13,7 +14,7 @@ pub struct ProviderArgs {
     /// Where the model runs: cpu, cuda or cuda:N (the GPU of the CUDA and TensorRT providers);
     /// auto: cuda:0 when this build has the CUDA provider and a GPU is visible, else cpu.
     #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
-    pub device: DeviceArg,
+    pub device: DeviceChoice,
     /// Execution providers in order of preference, e.g. `tensorrt,cuda,cpu` [default: cuda when
     /// --device is (or auto finds) a GPU, else cpu]. With --device cpu only `cpu`.
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -107,14 +108,14 @@ impl ProviderArgs {
             None => {
                 let (gpu, why) = onnxruntime_gpu();
                 match device.resolve(gpu, why) {
-                    Resolved::Cpu => vec![ProviderArg::Cpu],
-                    Resolved::Cuda(_) => vec![ProviderArg::Cuda],
+                    RunsOn::Cpu => vec![ProviderArg::Cpu],
+                    RunsOn::Cuda(_) => vec![ProviderArg::Cuda],
                 }
             }
         };
         let device_id = match device {
-            DeviceArg::Cuda(n) => n.unwrap_or(0),
-            DeviceArg::Auto | DeviceArg::Cpu => 0,
+            DeviceChoice::Cuda(n) => n.unwrap_or(0),
+            DeviceChoice::Auto | DeviceChoice::Cpu => 0,
         };
         let providers = providers
             .iter()
@@ -142,16 +143,16 @@ impl ProviderArgs {
     }
 
     /// `--device`, with the deprecated `--device-id N` read as `cuda:N`.
-    fn device_with_deprecated_id(&self) -> anyhow::Result<DeviceArg> {
+    fn device_with_deprecated_id(&self) -> anyhow::Result<DeviceChoice> {
         let Some(id) = self.device_id else { return Ok(self.device) };
         let id = usize::from(id);
         tracing::warn!("--device-id is deprecated: use --device cuda:{id}");
         let cpu_only = self.ep.as_ref().is_some_and(|ep| ep.iter().all(|p| *p == ProviderArg::Cpu));
         match self.device {
             // `--ep cpu --device-id N` was accepted and meant nothing; it still does.
-            DeviceArg::Auto if cpu_only => Ok(DeviceArg::Auto),
-            DeviceArg::Auto => Ok(DeviceArg::Cuda(Some(id))),
-            DeviceArg::Cuda(n) if n.unwrap_or(0) == id => Ok(DeviceArg::Cuda(Some(id))),
+            DeviceChoice::Auto if cpu_only => Ok(DeviceChoice::Auto),
+            DeviceChoice::Auto => Ok(DeviceChoice::Cuda(Some(id))),
+            DeviceChoice::Cuda(n) if n.unwrap_or(0) == id => Ok(DeviceChoice::Cuda(Some(id))),
             other => {
                 anyhow::bail!("--device {other} and --device-id {id} disagree: give --device cuda:{id} alone")
             }
@@ -160,14 +161,14 @@ impl ProviderArgs {
 }
 
 /// `--device cpu` runs nothing on a GPU provider, and `--device cuda:N` needs one.
-fn check_device_and_providers(device: DeviceArg, ep: &[ProviderArg]) -> anyhow::Result<()> {
+fn check_device_and_providers(device: DeviceChoice, ep: &[ProviderArg]) -> anyhow::Result<()> {
     let list = ep.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>().join(",");
     let gpu = ep.iter().any(|p| *p != ProviderArg::Cpu);
     match device {
-        DeviceArg::Cpu if gpu => anyhow::bail!(
+        DeviceChoice::Cpu if gpu => anyhow::bail!(
             "--device cpu with --ep {list}: the CUDA and TensorRT providers run on a GPU; give --device cuda              (or cuda:N), or --ep cpu"
         ),
-        DeviceArg::Cuda(_) if !gpu => anyhow::bail!(
+        DeviceChoice::Cuda(_) if !gpu => anyhow::bail!(
             "--device {device} with --ep {list}: the CPU provider runs on the CPU; give --ep cuda (or              tensorrt,cuda,cpu), or --device cpu"
         ),
         _ => Ok(()),

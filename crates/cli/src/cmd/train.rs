@@ -60,10 +60,16 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             if let Some(model) = &args.model {
                 refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
             }
-            let mut spec = super::train_spec::request_from_args(args, false)?
+            let mut spec = super::train_spec::new_run_request(args)?
                 .resolve(None, headroom_run::device::cuda_available())?;
             if args.plan == PlanMode::Auto {
-                super::train_plan::plan_auto(&mut spec, &args.budget, &args.board)?;
+                let ask = headroom_run::planner::BudgetAsk {
+                    budget: args.budget.budget.clone(),
+                    reserve: args.budget.reserve.clone(),
+                    board: args.board.board.clone(),
+                    devices: args.board.devices.clone(),
+                };
+                headroom_run::planner::plan_auto(&mut spec, &ask)?;
             } else {
                 super::plan::check_unused_sizes(&args.budget)?;
             }
