@@ -85,7 +85,7 @@ mod with_libraries {
                 with(&base, "--preset", s(&preset(&scene, "bogus.toml", "train = \"bogus\"\nnbs = 8"))),
                 "bogus",
             ),
-            (with(&base, "--train", "bogus"), "--train bogus"),
+            (with(&base, "--train", "bogus"), "'bogus' for '--train <PART>'"),
             (with(&base, "--reserve", "1000GiB"), "leaves nothing of the budget"),
             (with(&base, "--model", s(&fp16_app)), "its weights are float16"),
             (paired.clone(), "takes 640x640 images only"),

@@ -57,7 +57,7 @@ fn bad_input_says_what_is_wrong() {
         (&["--board", "jetson-tx1"], "known devices: orin-agx-64"),
         (&["--board", "orin-nano-4", "--imgsz", "320"], "fixed at 160x160"),
         (&["--board", "orin-nano-4", "--budget", "lots"], "not a size"),
-        (&["--board", "orin-nano-4", "--train", "backbone"], "--train backbone"),
+        (&["--board", "orin-nano-4", "--train", "backbone"], "'backbone' for '--train <PART>'"),
         (&["--board", "orin-nano-4", "--reserve", "3 furlongs"], "unknown unit"),
         (&["--board", "orin-nano-4", "--batch", "0"], "--batch 0"),
     ];

@@ -3,26 +3,126 @@
 //! more (all → neck+head → head) → feature cache → imgsz down (multiples of the stride) → advise a
 //! smaller student. The first candidate whose estimate fits the budget is chosen.
 
+use std::fmt;
+use std::str::FromStr;
+
 use headroom_onnx::Trainable;
 use serde::Serialize;
 
 use crate::Error;
 use crate::memory::{Estimate, Planner, Setup};
 
+/// What one rung of the ladder changes, written as `plan` prints it and `config.toml` records it
+/// (`start`, `batch 4`, `checkpoint`, `amp`, `train head`, `cache`, `imgsz 512`; Display and FromStr
+/// round-trip).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rung {
+    /// The configuration asked for.
+    Start,
+    /// The batch halved to this (accumulation keeps the nominal batch).
+    Batch(usize),
+    /// Gradient checkpointing on.
+    Checkpoint,
+    /// Mixed precision on (a GPU's rung).
+    Amp,
+    /// A coarser part trained.
+    Train(Trainable),
+    /// The frozen trunk's outputs cached.
+    Cache,
+    /// A smaller input size.
+    Imgsz(u32),
+}
+
+impl fmt::Display for Rung {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rung::Start => f.write_str("start"),
+            Rung::Batch(b) => write!(f, "batch {b}"),
+            Rung::Checkpoint => f.write_str("checkpoint"),
+            Rung::Amp => f.write_str("amp"),
+            Rung::Train(t) => write!(f, "train {t}"),
+            Rung::Cache => f.write_str("cache"),
+            Rung::Imgsz(s) => write!(f, "imgsz {s}"),
+        }
+    }
+}
+
+impl FromStr for Rung {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Rung, String> {
+        let wrong = || {
+            format!(
+                "`{text}` is not a rung of the fit ladder (start, batch N, checkpoint, amp, train PART, cache, imgsz N)"
+            )
+        };
+        Ok(match text.split_once(' ') {
+            None => match text {
+                "start" => Rung::Start,
+                "checkpoint" => Rung::Checkpoint,
+                "amp" => Rung::Amp,
+                "cache" => Rung::Cache,
+                _ => return Err(wrong()),
+            },
+            Some(("batch", n)) => Rung::Batch(n.parse().map_err(|_| wrong())?),
+            Some(("train", part)) => Rung::Train(part.parse().map_err(|_| wrong())?),
+            Some(("imgsz", n)) => Rung::Imgsz(n.parse().map_err(|_| wrong())?),
+            Some(_) => return Err(wrong()),
+        })
+    }
+}
+
+impl Serialize for Rung {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Rung {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Rung, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The accuracy risk of what the ladder changed, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Risk {
+    /// Changes the time, not the result.
+    None,
+    /// Measured small.
+    Low,
+    /// Trains less of the model.
+    Medium,
+    /// A smaller input: small objects suffer.
+    High,
+}
+
+impl fmt::Display for Risk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Risk::None => "none",
+            Risk::Low => "low",
+            Risk::Medium => "medium",
+            Risk::High => "high",
+        })
+    }
+}
+
 /// One configuration of the ladder.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Candidate {
-    /// What this rung changed (`start`, `batch 4`, `checkpoint`, `amp`, `train head`, `cache`,
-    /// `imgsz 512`).
-    pub rung: String,
+    /// What this rung changed.
+    pub rung: Rung,
     /// The estimate.
     pub estimate: Estimate,
     /// Whether the peak fits the budget.
     pub fits: bool,
     /// Expected time per epoch relative to the first candidate (rough: see [`rung_cost`]).
     pub time: f64,
-    /// Expected accuracy risk of everything changed so far: `none`, `low`, `medium`, `high`.
-    pub risk: &'static str,
+    /// Expected accuracy risk of everything changed so far.
+    pub risk: Risk,
 }
 
 /// The ladder's outcome.
@@ -46,21 +146,16 @@ pub struct Plan {
 /// halving the batch ×1.1 (less parallel work per pass, same images per step), checkpointing ×1.35
 /// (measured 1.36 on YOLOv8n), AMP ×0.6 on a GPU, freezing more ×0.7, the feature cache ×0.3
 /// (the trunk no longer runs), imgsz down by its pixel ratio.
-pub fn rung_cost(rung: &str) -> (f64, &'static str) {
-    match rung.split(' ').next().unwrap_or_default() {
-        "batch" => (1.1, "none"),
-        "checkpoint" => (1.35, "none"),
-        "amp" => (0.6, "low"),
-        "train" => (0.7, "medium"),
-        "cache" => (0.3, "low"),
-        "imgsz" => (0.65, "high"),
-        _ => (1.0, "none"),
+pub fn rung_cost(rung: Rung) -> (f64, Risk) {
+    match rung {
+        Rung::Start => (1.0, Risk::None),
+        Rung::Batch(_) => (1.1, Risk::None),
+        Rung::Checkpoint => (1.35, Risk::None),
+        Rung::Amp => (0.6, Risk::Low),
+        Rung::Train(_) => (0.7, Risk::Medium),
+        Rung::Cache => (0.3, Risk::Low),
+        Rung::Imgsz(_) => (0.65, Risk::High),
     }
-}
-
-fn worse(a: &'static str, b: &'static str) -> &'static str {
-    let rank = |r: &str| ["none", "low", "medium", "high"].iter().position(|x| *x == r).unwrap_or(0);
-    if rank(b) > rank(a) { b } else { a }
 }
 
 /// Coarser trainable parts than `t`, in order (… → neck+head → head): those that freeze more
@@ -97,47 +192,47 @@ pub fn plan(planner: &mut Planner<'_>, start: &Setup, budget: u64, gpu: bool) ->
     let first = planner.estimate(start)?;
     let floor = first.components.runtime + first.components.weights;
     let mut candidates = vec![Candidate {
-        rung: "start".into(),
+        rung: Rung::Start,
         fits: first.peak <= budget,
         estimate: first,
         time: 1.0,
-        risk: "none",
+        risk: Risk::None,
     }];
     let mut s = start.clone();
-    let mut push = |rung: String, s: &Setup, planner: &mut Planner<'_>| -> Result<(), Error> {
+    let mut push = |rung: Rung, s: &Setup, planner: &mut Planner<'_>| -> Result<(), Error> {
         let Some(last) = candidates.last() else { return Ok(()) };
-        let (factor, risk) = rung_cost(&rung);
-        let (time, risk) = (last.time * factor, worse(last.risk, risk));
+        let (factor, risk) = rung_cost(rung);
+        let (time, risk) = (last.time * factor, last.risk.max(risk));
         let estimate = planner.estimate(s)?;
         candidates.push(Candidate { rung, fits: estimate.peak <= budget, estimate, time, risk });
         Ok(())
     };
     while s.batch > 1 {
         s.batch = s.batch.div_ceil(2).max(1);
-        push(format!("batch {}", s.batch), &s, planner)?;
+        push(Rung::Batch(s.batch), &s, planner)?;
     }
     if !s.checkpoint {
         s.checkpoint = true;
-        push("checkpoint".into(), &s, planner)?;
+        push(Rung::Checkpoint, &s, planner)?;
     }
     if gpu && !s.amp {
         s.amp = true;
-        push("amp".into(), &s, planner)?;
+        push(Rung::Amp, &s, planner)?;
     }
     for t in freeze_more(planner, s.trainable) {
         s.trainable = t;
-        push(format!("train {t}"), &s, planner)?;
+        push(Rung::Train(t), &s, planner)?;
     }
     // The cache stores the trunk's outputs of fixed inputs: not for augmented pixels, nor for a
     // teacher that runs on each batch.
     if !s.cache_features && !s.augment && s.teacher.is_none() {
         s.cache_features = true;
-        push("cache".into(), &s, planner)?;
+        push(Rung::Cache, &s, planner)?;
     }
     if planner.fixed_size().is_none() {
         for size in smaller_sizes(s.imgsz, planner.stride()) {
             s.imgsz = size;
-            push(format!("imgsz {}", size[0]), &s, planner)?;
+            push(Rung::Imgsz(size[0]), &s, planner)?;
         }
     }
     let chosen = candidates.iter().position(|c| c.fits);
@@ -163,21 +258,16 @@ pub fn plan(planner: &mut Planner<'_>, start: &Setup, budget: u64, gpu: bool) ->
 /// The next rung down that a running training can take without rebuilding its model: halve the
 /// batch (accumulation keeps the nominal batch), then checkpointing, then AMP on a GPU. `None`
 /// when none is left (freezing more or a smaller input needs a new run: `headroom plan` says which).
-pub fn step_down(
-    batch: usize,
-    checkpoint: bool,
-    amp: bool,
-    gpu: bool,
-) -> Option<(String, usize, bool, bool)> {
+pub fn step_down(batch: usize, checkpoint: bool, amp: bool, gpu: bool) -> Option<(Rung, usize, bool, bool)> {
     if batch > 1 {
         let b = batch / 2;
-        return Some((format!("batch {b}"), b, checkpoint, amp));
+        return Some((Rung::Batch(b), b, checkpoint, amp));
     }
     if !checkpoint {
-        return Some(("checkpoint".into(), batch, true, amp));
+        return Some((Rung::Checkpoint, batch, true, amp));
     }
     if gpu && !amp {
-        return Some(("amp".into(), batch, checkpoint, true));
+        return Some((Rung::Amp, batch, checkpoint, true));
     }
     None
 }
@@ -191,7 +281,31 @@ mod tests {
         assert_eq!(step_down(4, false, false, false).map(|r| r.1), Some(2));
         assert_eq!(step_down(1, false, false, false).map(|r| r.2), Some(true));
         assert_eq!(step_down(1, true, false, false), None);
-        assert_eq!(step_down(1, true, false, true).map(|r| r.0), Some("amp".to_string()));
+        assert_eq!(step_down(1, true, false, true).map(|r| r.0), Some(Rung::Amp));
+    }
+
+    #[test]
+    fn rungs_round_trip_through_their_text_and_risks_order() {
+        for rung in [
+            Rung::Start,
+            Rung::Batch(4),
+            Rung::Checkpoint,
+            Rung::Amp,
+            Rung::Train(Trainable::NeckHead),
+            Rung::Train(Trainable::Freeze(10)),
+            Rung::Cache,
+            Rung::Imgsz(512),
+        ] {
+            assert_eq!(rung.to_string().parse::<Rung>(), Ok(rung), "{rung}");
+        }
+        assert_eq!(Rung::Batch(4).to_string(), "batch 4");
+        assert_eq!(Rung::Train(Trainable::Head).to_string(), "train head");
+        for bad in ["", "batch", "batch x", "stairs 3", "train elbow", "imgsz 5 5"] {
+            assert!(bad.parse::<Rung>().is_err(), "{bad}");
+        }
+        assert!(Risk::None < Risk::Low && Risk::Low < Risk::Medium && Risk::Medium < Risk::High);
+        assert_eq!(serde_json::to_value(Risk::Medium).expect("json"), "medium");
+        assert_eq!(serde_json::to_value(Rung::Imgsz(320)).expect("json"), "imgsz 320");
     }
 
     #[test]

@@ -152,7 +152,8 @@ fn freezing_more_never_trains_more() {
         ..Setup::default()
     };
     let plan = headroom_plan::plan(&mut planner, &start, 1, false).expect("plan");
-    let rungs: Vec<&str> = plan.candidates.iter().map(|c| c.rung.as_str()).collect();
+    let rungs: Vec<String> = plan.candidates.iter().map(|c| c.rung.to_string()).collect();
+    let rungs: Vec<&str> = rungs.iter().map(String::as_str).collect();
     assert!(rungs.contains(&"train head") && !rungs.contains(&"train neck+head"), "{rungs:?}");
 }
 
@@ -202,7 +203,8 @@ fn the_ladder_caches_features_only_without_augmentation_or_a_teacher() {
         let start = Setup { augment, teacher, ..start.clone() };
         // A budget nothing fits: every rung is listed.
         let plan = headroom_plan::plan(&mut planner, &start, 1, false).expect("plan");
-        let rungs: Vec<&str> = plan.candidates.iter().map(|c| c.rung.as_str()).collect();
+        let rungs: Vec<String> = plan.candidates.iter().map(|c| c.rung.to_string()).collect();
+        let rungs: Vec<&str> = rungs.iter().map(String::as_str).collect();
         assert_eq!(
             rungs.contains(&"cache"),
             cached,

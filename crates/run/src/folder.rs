@@ -307,7 +307,7 @@ pub struct RunResults {
     /// Which memory the peaks are of.
     pub memory_pool: String,
     /// The planner's estimate of this run and its error against the peaks.
-    pub planner: serde_json::Value,
+    pub planner: crate::planner::PlannerCheck,
     /// Each step down the ladder memory forced.
     pub steps_down: Vec<headroom_train::memory_guard::StepDown>,
     /// The re-normalisation applied before training (`--renorm`).

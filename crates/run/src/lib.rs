@@ -25,6 +25,8 @@ pub mod spec;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod device;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+mod epochs;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod inputs;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod parity;

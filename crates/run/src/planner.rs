@@ -2,6 +2,8 @@
 //! planner's estimate of it on a device preset, recorded in `results.json` beside the run's
 //! measured peak and drawn on `memory.png` with the budget ([`memory_lines`]).
 
+use std::collections::BTreeMap;
+
 use headroom_core::dataset::ImageRecord;
 use headroom_onnx::inspect::Inspection;
 use headroom_onnx::{Model, Trainable};
@@ -36,44 +38,83 @@ pub fn setup_of(
     }
 }
 
-/// The planner's estimate of a run's configuration on `preset`, as `results.json` records it.
-pub fn estimate_json(
-    model: &Model,
-    inspection: &Inspection,
-    preset: &DevicePreset,
-    setup: &Setup,
-) -> serde_json::Value {
-    let mut planner = Planner::new(model, inspection, preset.runtime_bytes());
-    if !preset.unified {
-        planner = planner.discrete();
-    }
-    match planner.estimate(setup) {
-        Ok(e) => {
-            let mb = |b: u64| (b as f64 / f64::from(1u32 << 20) * 10.0).round() / 10.0;
-            let components: serde_json::Map<String, serde_json::Value> =
-                e.components.at_peak().iter().map(|(n, v)| (n.to_string(), mb(*v).into())).collect();
-            serde_json::json!({
-                "device": preset.name,
-                "estimate_mb": mb(e.peak),
-                "training_estimate_mb": mb(e.components.training_peak()),
-                "components_mb": components,
-            })
+/// The planner's estimate of a run, as `results.json` records it (`planner`), and its error against
+/// the run's measured peaks once the run ends.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PlannerCheck {
+    /// The device preset estimated for.
+    pub device: String,
+    /// The estimated peak, MiB (none when the planner could not estimate: `error` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_mb: Option<f64>,
+    /// Its training part (without the runtime's fixed cost), MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training_estimate_mb: Option<f64>,
+    /// The components at the estimated peak, MiB.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub components_mb: BTreeMap<String, f64>,
+    /// Why there is no estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The estimate's error against the peak resident set, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_pct_vs_peak_rss: Option<f64>,
+    /// Its error against the peak counted against the budget (`peak_mb`), percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_pct_vs_peak: Option<f64>,
+}
+
+impl PlannerCheck {
+    /// The planner's estimate of a run's configuration on `preset`.
+    pub fn estimate(
+        model: &Model,
+        inspection: &Inspection,
+        preset: &DevicePreset,
+        setup: &Setup,
+    ) -> PlannerCheck {
+        let mut planner = Planner::new(model, inspection, preset.runtime_bytes());
+        if !preset.unified {
+            planner = planner.discrete();
         }
-        Err(e) => serde_json::json!({ "device": preset.name, "error": e.to_string() }),
+        let device = preset.name.clone();
+        match planner.estimate(setup) {
+            Ok(e) => PlannerCheck {
+                device,
+                estimate_mb: Some(mb(e.peak)),
+                training_estimate_mb: Some(mb(e.components.training_peak())),
+                components_mb: e.components.at_peak().iter().map(|(n, v)| (n.to_string(), mb(*v))).collect(),
+                ..PlannerCheck::default()
+            },
+            Err(e) => PlannerCheck { device, error: Some(e.to_string()), ..PlannerCheck::default() },
+        }
     }
+
+    /// The estimate's error against the measured peaks (MiB), rounded to 0.1 %.
+    pub fn check_against(&mut self, peak_rss_mb: f64, peak_mb: f64) {
+        if let Some(estimate) = self.estimate_mb {
+            let error = |peak: f64| ((estimate - peak) / peak * 1000.0).round() / 10.0;
+            self.error_pct_vs_peak_rss = Some(error(peak_rss_mb));
+            self.error_pct_vs_peak = Some(error(peak_mb));
+        }
+    }
+}
+
+/// Bytes as MiB, rounded to 0.1.
+fn mb(bytes: u64) -> f64 {
+    (bytes as f64 / f64::from(1u32 << 20) * 10.0).round() / 10.0
 }
 
 /// What `memory.png` shows beside the measured peak, in MiB like `peak_rss_mb`: the budget the run
 /// was planned for (`--plan auto`), else that of the device preset it names (none for `cpu`,
 /// `cuda`: no budget was given), and the planner's estimate for this run when it has one.
-pub fn memory_lines(spec: &RunSpec, estimate: &serde_json::Value) -> headroom_plot::MemoryLines {
+pub fn memory_lines(spec: &RunSpec, estimate: &PlannerCheck) -> headroom_plot::MemoryLines {
     let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
     let budget = match (&spec.plan, &spec.device_preset) {
         (Some(plan), _) => Some(plan.budget),
         (None, Some(preset)) => Some(preset.budget_bytes()),
         (None, None) => None,
     };
-    headroom_plot::MemoryLines { budget_mb: budget.map(mib), estimate_mb: estimate["estimate_mb"].as_f64() }
+    headroom_plot::MemoryLines { budget_mb: budget.map(mib), estimate_mb: estimate.estimate_mb }
 }
 
 #[cfg(test)]
@@ -84,7 +125,11 @@ mod tests {
     fn memory_lines_take_the_planned_budget_then_the_preset_and_none_for_cpu() {
         let devices = headroom_plan::builtin_devices().expect("builtins");
         let nano = headroom_plan::find_device(&devices, "orin-nano-8").expect("preset").clone();
-        let estimate = serde_json::json!({ "device": "orin-nano-8", "estimate_mb": 812.5 });
+        let estimate = PlannerCheck {
+            device: "orin-nano-8".into(),
+            estimate_mb: Some(812.5),
+            ..PlannerCheck::default()
+        };
         let base = RunSpec::new("m.onnx".into(), "d/data.yaml".into());
 
         let cpu = memory_lines(&base, &estimate);
@@ -97,14 +142,47 @@ mod tests {
         let choice = crate::spec::PlanChoice {
             device: nano.name.clone(),
             budget: 3 << 30,
-            rung: "start".into(),
+            rung: headroom_plan::Rung::Start,
             estimate: 900 << 20,
         };
         let planned = RunSpec { plan: Some(choice), ..preset };
         assert_eq!(memory_lines(&planned, &estimate).budget_mb, Some(3072.0), "--plan auto's budget wins");
 
-        let failed = serde_json::json!({ "device": "cpu", "error": "no estimate" });
+        let failed = PlannerCheck {
+            device: "cpu".into(),
+            error: Some("no estimate".into()),
+            ..PlannerCheck::default()
+        };
         assert_eq!(memory_lines(&base, &failed), headroom_plot::MemoryLines::default());
+    }
+
+    /// The check writes the keys results.json always had, and an estimate's error against the peaks.
+    #[test]
+    fn a_planner_check_keeps_results_json_keys_and_rounds_its_error() {
+        let mut check = PlannerCheck {
+            device: "x86-cpu".into(),
+            estimate_mb: Some(354.0),
+            training_estimate_mb: Some(300.0),
+            components_mb: [("weights".to_string(), 12.5)].into(),
+            ..PlannerCheck::default()
+        };
+        check.check_against(416.0, 400.0);
+        assert_eq!((check.error_pct_vs_peak_rss, check.error_pct_vs_peak), (Some(-14.9), Some(-11.5)));
+        let json = serde_json::to_value(&check).expect("json");
+        assert_eq!(json["estimate_mb"], 354.0);
+        assert_eq!(json["components_mb"]["weights"], 12.5);
+        assert!(json.get("error").is_none(), "{json}");
+        let back: PlannerCheck = serde_json::from_value(json).expect("read back");
+        assert_eq!(back, check);
+
+        let mut failed =
+            PlannerCheck { device: "cpu".into(), error: Some("no".into()), ..PlannerCheck::default() };
+        failed.check_against(416.0, 400.0);
+        assert_eq!(failed.error_pct_vs_peak, None, "no estimate, no error figure");
+        assert_eq!(
+            serde_json::to_value(&failed).expect("json"),
+            serde_json::json!({"device": "cpu", "error": "no"})
+        );
     }
 }
 
@@ -194,7 +272,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
     spec.plan = Some(PlanChoice {
         device: preset.name.clone(),
         budget: found.budget,
-        rung: chosen.rung.to_string(),
+        rung: chosen.rung,
         estimate: chosen.estimate.peak,
     });
     Ok(())

@@ -6,24 +6,21 @@
 //! the end `best.onnx` validated once more, with Ultralytics' end-of-run pictures
 //! ([`crate::val_plots`]).
 
-use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
-use headroom_core::metrics::Metrics;
 use headroom_onnx::Model;
 use headroom_train::Student;
 use headroom_train::loss::LossConfig;
 use headroom_train::memory_guard::{Allocator, LadderStepDown, MemoryCap, MemoryPool, set_allocator};
-use headroom_train::state::{EpochStats, PHASES};
 use headroom_train::trainer::Trainer;
 
+use crate::epochs::{EpochOutputs, best_validation, train_epochs};
 use crate::folder::{self, RESULTS_FILE, RunResults};
 use crate::inputs::Inputs;
-use crate::observer::{EpochReport, Observer};
+use crate::observer::Observer;
 use crate::spec::{RunSpec, SPEC_FILE, TrunkRuntime};
-use crate::val_plots::evaluate;
 use crate::{Error, Result, device, planner, teacher, trunk};
 
 /// How a run is carried out (what does not shape its result).
@@ -92,20 +89,6 @@ pub fn resume(
         return Ok(RunEnd::AlreadyFinished(results));
     }
     execute(spec, dir, false, options, observer)
-}
-
-/// What an epoch's end writes to.
-struct EpochOutputs<'a> {
-    dir: &'a Path,
-    model: &'a Path,
-    bytes: &'a [u8],
-    base_sha: &'a str,
-    part: &'a str,
-    threads: usize,
-    /// The budget and the planner's estimate, drawn on `memory.png`.
-    memory_lines: headroom_plot::MemoryLines,
-    /// Where the tensors live: what the memory figures read.
-    pool: MemoryPool,
 }
 
 /// The model a run trains from: the student's file, re-normalised when the spec asks.
@@ -282,31 +265,13 @@ fn execute(
     options: &RunOptions,
     observer: &mut dyn Observer,
 ) -> Result<RunEnd> {
-    if options.threads > 0 {
-        headroom_train::tch::set_num_threads(options.threads as i32);
-    }
-    if !set_allocator(options.allocator) {
-        tracing::warn!(
-            "--allocator {:?}: this C library has no such setting; its defaults stay",
-            options.allocator
-        );
-    }
+    set_process(options);
     let (device_text, preset) =
         device::resolve_saved(&spec.device, spec.device_preset.as_ref(), device::cuda_available(), true)?;
     let device = device::torch_device(&device_text)?;
     let mut start = starting_model(&spec, options.threads)?;
     let trainable = spec.part;
-    let student = Student::new(&start.model, trainable, device).map_err(|e| {
-        // Most of these errors name the model already: once is enough.
-        let text = e.to_string();
-        let prefix = format!("{}: ", spec.model.display());
-        let reason = text.strip_prefix(&prefix).unwrap_or(&text);
-        Error::Input {
-            path: spec.model.clone(),
-            reason: format!("preparing for training ({trainable}): {reason}"),
-        }
-    })?;
-    check_batch(&spec, &start.model, &student)?;
+    let student = student_for(&spec, &start.model, device)?;
     let inspection = student.inspection().clone();
     let mut trainer = Trainer::new(&student, spec.settings.clone(), loss_for(&inspection))?;
     spec.memory_cap_bytes()?;
@@ -357,7 +322,7 @@ fn execute(
         &inputs.train,
         teacher_cost,
     );
-    let mut estimate = planner::estimate_json(&start.model, &inspection, &preset, &setup);
+    let mut estimate = planner::PlannerCheck::estimate(&start.model, &inspection, &preset, &setup);
     // The student, its trunk and the planner have what they need from the decoded model; its
     // weights (the protobuf's and the IR's) are two copies the rest of the run does not read.
     start.model.release_initializers();
@@ -366,7 +331,10 @@ fn execute(
     tracing::info!(
         "planner ({}): estimated peak {} MB for this run{}",
         preset.name,
-        estimate["estimate_mb"],
+        estimate.estimate_mb.map_or_else(
+            || format!("unknown ({})", estimate.error.as_deref().unwrap_or("")),
+            |mb| mb.to_string()
+        ),
         if teacher_cost.is_some() { " (the teacher included)" } else { "" }
     );
     restore(&mut trainer, dir, fresh)?;
@@ -398,13 +366,9 @@ fn execute(
     let peak = folder::peak_memory(pool);
     // After the peak is read: the planner's check is of the training, as before.
     let best_val = best_validation(&spec, dir, &start.inputs, options.threads);
-    if let Some(estimate_mb) = estimate["estimate_mb"].as_f64() {
-        // Every run checks the planner: its estimate against this run's measured peak (on CUDA
-        // the allocator's, with the resident set on a unified board: the figure a budget holds).
-        let error = |peak: f64| (((estimate_mb - peak) / peak * 1000.0).round() / 10.0).into();
-        estimate["error_pct_vs_peak_rss"] = error(peak.rss_mb);
-        estimate["error_pct_vs_peak"] = error(peak.counted_mb);
-    }
+    // Every run checks the planner: its estimate against this run's measured peak (on CUDA the
+    // allocator's, with the resident set on a unified board: the figure a budget holds).
+    estimate.check_against(peak.rss_mb, peak.counted_mb);
     let results = RunResults {
         run: dir.to_path_buf(),
         epochs: spec.settings.epochs,
@@ -420,14 +384,7 @@ fn execute(
         peak_cuda_reserved_mb: peak.cuda_reserved_mb,
         peak_cuda_allocated_mb: peak.cuda_allocated_mb,
         peak_mb: peak.counted_mb,
-        memory_pool: match pool {
-            MemoryPool::Cpu => "cpu (resident set)",
-            MemoryPool::Cuda { unified: true, .. } => {
-                "cuda, unified with the system's (allocator reserved + resident set)"
-            }
-            MemoryPool::Cuda { unified: false, .. } => "cuda (allocator reserved)",
-        }
-        .to_string(),
+        memory_pool: pool_text(pool).to_string(),
         planner: estimate,
         steps_down: trainer.steps_down().to_vec(),
         renorm: start.renorm,
@@ -437,236 +394,44 @@ fn execute(
     Ok(RunEnd::Finished(results))
 }
 
-/// How the epochs ended.
-struct Ended {
-    epochs_done: usize,
-    /// Why the run stopped before its last epoch (`--patience`, `--time`), if it did.
-    stopped_early: Option<String>,
-    /// The epoch (1-based) of `best.onnx`.
-    best_epoch: Option<usize>,
-}
-
-/// The epochs left: each trained, its steps down recorded, its end written; stops early on
-/// `patience` or `time_hours`. The best fitness and how it ended, or `None` when the run stopped on
-/// request.
-fn train_epochs(
-    trainer: &mut Trainer<'_>,
-    spec: &mut RunSpec,
-    outputs: &EpochOutputs<'_>,
-    inputs: &Inputs,
-    options: &RunOptions,
-    observer: &mut dyn Observer,
-) -> Result<Option<(Option<f64>, Ended)>> {
-    let stop_requested = || options.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
-    let progress = trainer.progress();
-    if progress.epochs_done == 0 && progress.pass == 0 && !outputs.dir.join(folder::START_FILE).exists() {
-        if spec.remap.is_some() {
-            tracing::info!("--remap: the starting model has other classes, so best.onnx is the best epoch");
-        } else {
-            validate_start(outputs, trainer, inputs)?;
-        }
+/// The process settings of a run: libtorch's threads, the C allocator's mode.
+fn set_process(options: &RunOptions) {
+    if options.threads > 0 {
+        headroom_train::tch::set_num_threads(options.threads as i32);
     }
-    let mut best = folder::read_best(outputs.dir);
-    // What earlier sessions of the run did, from metrics.csv: the best epoch and the time trained.
-    let history = folder::epoch_history(outputs.dir);
-    let mut best_epoch = history.best_epoch;
-    let mut trained_seconds = history.seconds;
-    let epochs = spec.settings.epochs;
-    let mut ended = Ended { epochs_done: trainer.progress().epochs_done, stopped_early: None, best_epoch };
-    for epoch in trainer.progress().epochs_done..epochs {
-        if let Some(why) = early_stop(spec, epoch, best_epoch, trained_seconds, history.last_seconds) {
-            tracing::info!(
-                "stopping before epoch {}: {why}; best.onnx is epoch {}",
-                epoch + 1,
-                best_epoch.unwrap_or(0)
-            );
-            ended.stopped_early = Some(why);
-            break;
-        }
-        if stop_requested() {
-            return Ok(None);
-        }
-        let images = inputs.epoch_images(spec.replay_fraction, spec.settings.seed, epoch);
-        let logged = trainer.steps_down().len();
-        observer.epoch_started(epoch, epochs);
-        let stats = {
-            let observer = RefCell::new(&mut *observer);
-            let stats = trainer.train_epoch(&images, &|report| observer.borrow_mut().pass(report));
-            observer.borrow_mut().epoch_trained(stats.is_ok());
-            stats
-        };
-        if trainer.steps_down().len() > logged {
-            // Recorded also when the epoch then failed: what the run tried is in run.log, and a
-            // resumed run continues in the configuration it stepped down to.
-            folder::log_steps(outputs.dir, &trainer.steps_down()[logged..])?;
-            spec.settings = trainer.config().clone();
-            spec.save(outputs.dir)?;
-        }
-        let stats = match stats {
-            Err(headroom_train::Error::Interrupted) => return Ok(None),
-            other => other?,
-        };
-        let seconds = stats.seconds;
-        let (report, better) = finish_epoch(outputs, trainer, stats, inputs, best)?;
-        if report.best {
-            best_epoch = Some(epoch + 1);
-        }
-        best = better;
-        trained_seconds += seconds;
-        ended = Ended { epochs_done: epoch + 1, stopped_early: None, best_epoch };
-        observer.epoch_ended(&report);
-        if let Some(why) = early_stop(spec, epoch + 1, best_epoch, trained_seconds, seconds)
-            && epoch + 1 < epochs
-        {
-            tracing::info!(
-                "stopping after epoch {}: {why}; best.onnx is epoch {}",
-                epoch + 1,
-                best_epoch.unwrap_or(0)
-            );
-            ended.stopped_early = Some(why);
-            break;
-        }
-    }
-    Ok(Some((best, ended)))
-}
-
-/// "Epoch 0": the starting weights written as `best.onnx` and validated on the val split as every
-/// epoch is ([`folder::START_FILE`]), so that `best.onnx` stays the starting model until an epoch
-/// beats it (a short run never hands back a worse model than it was given). A starting model that
-/// cannot be validated (another class list, `--remap`) leaves the choice to the epochs, with a warning.
-fn validate_start(out: &EpochOutputs<'_>, trainer: &Trainer<'_>, inputs: &Inputs) -> Result<()> {
-    let meta = vec![
-        (headroom_onnx::patch::KEY_BASE_SHA256.to_string(), out.base_sha.to_string()),
-        (headroom_onnx::patch::KEY_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
-        (
-            headroom_onnx::patch::KEY_FINETUNED.to_string(),
-            format!("{}, epoch 0 (the starting model)", out.part),
-        ),
-    ];
-    let written = headroom_onnx::patch::write_weights(out.bytes, out.model, &trainer.ema_weights()?, &meta)?;
-    let best = out.dir.join("best.onnx");
-    headroom_core::fsio::write_atomic(&best, &written)?;
-    match evaluate(&best, &inputs.data.names, &inputs.val, out.threads) {
-        Ok(metrics) => {
-            let record = serde_json::json!({ "epoch": 0, "fitness": metrics.fitness, "metrics": metrics });
-            let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
-            headroom_core::fsio::write_atomic(&out.dir.join(folder::START_FILE), text.as_bytes())?;
-            tracing::info!(
-                "the starting model on the val split: mAP50 {:.3} mAP50-95 {:.3} (epoch 0; best.onnx until an epoch beats it)",
-                metrics.map50,
-                metrics.map50_95
-            );
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&best);
-            tracing::warn!("validating the starting model: {e}; best.onnx will be the best epoch");
-        }
-    }
-    Ok(())
-}
-
-/// Why the run should stop before training epoch `next` (0-based), if it should: `patience`
-/// epochs without a better fitness since `best_epoch` (1-based), or `time_hours` that another
-/// epoch of `last_seconds` would overrun.
-fn early_stop(
-    spec: &RunSpec,
-    next: usize,
-    best_epoch: Option<usize>,
-    trained_seconds: f64,
-    last_seconds: f64,
-) -> Option<String> {
-    if spec.patience > 0 && next > 0 {
-        let since = next - best_epoch.unwrap_or(0);
-        if since >= spec.patience {
-            return Some(format!("no better val fitness in {since} epochs (--patience {})", spec.patience));
-        }
-    }
-    let budget = spec.time_hours * 3600.0;
-    if budget > 0.0 && next > 0 && trained_seconds + last_seconds > budget {
-        return Some(format!(
-            "{:.0} s trained, and another epoch (~{:.0} s) would pass --time {} h",
-            trained_seconds, last_seconds, spec.time_hours
-        ));
-    }
-    None
-}
-
-/// The end of an epoch: the averaged weights written back into the model (`last.onnx`), evaluated
-/// through ONNX Runtime on the val split, kept as `best.onnx` when better, the metrics row, the
-/// plots, the checkpoint. Returns the epoch's report and the best fitness so far.
-fn finish_epoch(
-    out: &EpochOutputs<'_>,
-    trainer: &Trainer<'_>,
-    stats: EpochStats,
-    inputs: &Inputs,
-    best: Option<f64>,
-) -> Result<(EpochReport, Option<f64>)> {
-    let phases: Vec<String> =
-        PHASES.iter().zip(stats.phases).map(|(name, seconds)| format!("{name} {seconds:.2} s")).collect();
-    tracing::debug!("epoch {} time: {}", stats.epoch + 1, phases.join("; "));
-    if let Some(pool) = headroom_train::cpu_pool::stats() {
-        const MB: f64 = 1024.0 * 1024.0;
-        tracing::debug!(
-            "epoch {} CPU pool: {} blocks reused, {} grown ({:.1} MB of fresh pages), {} releases; \
-             heap {:.1} MB, {:.1} MB in use, {:.1} MB most in use",
-            stats.epoch + 1,
-            pool.reused,
-            pool.grown,
-            pool.grown_bytes as f64 / MB,
-            pool.releases,
-            pool.heap as f64 / MB,
-            pool.in_use as f64 / MB,
-            pool.high_water as f64 / MB
+    if !set_allocator(options.allocator) {
+        tracing::warn!(
+            "--allocator {:?}: this C library has no such setting; its defaults stay",
+            options.allocator
         );
     }
-    // What the pool kept serves the next epoch's passes; validation and writing run in ONNX
-    // Runtime and plain buffers, which would peak on top of it.
-    headroom_train::cpu_pool::trim();
-    let meta = vec![
-        (headroom_onnx::patch::KEY_BASE_SHA256.to_string(), out.base_sha.to_string()),
-        (headroom_onnx::patch::KEY_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
-        (headroom_onnx::patch::KEY_FINETUNED.to_string(), format!("{}, epoch {}", out.part, stats.epoch + 1)),
-    ];
-    let written = headroom_onnx::patch::write_weights(out.bytes, out.model, &trainer.ema_weights()?, &meta)?;
-    let last = out.dir.join("last.onnx");
-    headroom_core::fsio::write_atomic(&last, &written)?;
-    let metrics = evaluate(&last, &inputs.data.names, &inputs.val, out.threads)?;
-    let better = best.is_none_or(|b| metrics.fitness > b);
-    if better {
-        headroom_core::fsio::write_atomic(&out.dir.join("best.onnx"), &written)?;
-    }
-    let csv = folder::append_metrics(out.dir, &stats, &metrics, &folder::peak_memory(out.pool))?;
-    if let Err(e) = headroom_plot::write_plots(&csv, out.dir, &out.memory_lines) {
-        tracing::warn!("plots of {}: {e}", out.dir.display());
-    }
-    trainer.save_checkpoint(&out.dir.join("ckpt/last.pt"))?;
-    let best = if better { Some(metrics.fitness) } else { best };
-    let epochs = trainer.config().epochs;
-    Ok((EpochReport { stats, epochs, metrics, best: better }, best))
 }
 
-/// `best.onnx` once more on the val split, as Ultralytics validates the best weights at the end: its
-/// metrics (for `results.json`) and the pictures of [`crate::val_plots`]. `None`, with a line in
-/// the log, when the run used `--remap` (the dataset's classes are not the model's), has no
-/// `best.onnx`, or the evaluation fails: the run has finished either way.
-fn best_validation(spec: &RunSpec, dir: &Path, inputs: &Inputs, threads: usize) -> Option<Metrics> {
-    if spec.remap.is_some() {
-        tracing::debug!(
-            "--remap: no final validation of best.onnx (the dataset's classes are not the model's)"
-        );
-        return None;
-    }
-    let best = dir.join("best.onnx");
-    if !best.exists() {
-        return None;
-    }
-    tracing::debug!("validating {} on {} val images", best.display(), inputs.val.len());
-    match crate::val_plots::final_validation(dir, &best, &inputs.data.names, &inputs.val, threads) {
-        Ok(metrics) => Some(metrics),
-        Err(e) => {
-            tracing::warn!("validating {} at the end of the run: {e}", best.display());
-            None
+/// The student prepared for training on `device`, its batch checked against the export.
+fn student_for(spec: &RunSpec, model: &Model, device: headroom_train::tch::Device) -> Result<Student> {
+    let trainable = spec.part;
+    let student = Student::new(model, trainable, device).map_err(|e| {
+        // Most of these errors name the model already: once is enough.
+        let text = e.to_string();
+        let prefix = format!("{}: ", spec.model.display());
+        let reason = text.strip_prefix(&prefix).unwrap_or(&text);
+        Error::Input {
+            path: spec.model.clone(),
+            reason: format!("preparing for training ({trainable}): {reason}"),
         }
+    })?;
+    check_batch(spec, model, &student)?;
+    Ok(student)
+}
+
+/// Which memory a run's peaks are of (`results.json`'s `memory_pool`).
+fn pool_text(pool: MemoryPool) -> &'static str {
+    match pool {
+        MemoryPool::Cpu => "cpu (resident set)",
+        MemoryPool::Cuda { unified: true, .. } => {
+            "cuda, unified with the system's (allocator reserved + resident set)"
+        }
+        MemoryPool::Cuda { unified: false, .. } => "cuda (allocator reserved)",
     }
 }
 
@@ -707,34 +472,4 @@ fn check_batch(spec: &RunSpec, model: &Model, student: &Student) -> Result<()> {
         });
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(patience: usize, time_hours: f64) -> RunSpec {
-        let mut spec = RunSpec::new("m.onnx".into(), "d.yaml".into());
-        spec.patience = patience;
-        spec.time_hours = time_hours;
-        spec
-    }
-
-    #[test]
-    fn patience_counts_epochs_since_the_best() {
-        let s = spec(3, 0.0);
-        assert!(early_stop(&s, 0, None, 0.0, 0.0).is_none(), "never before the first epoch");
-        assert!(early_stop(&s, 4, Some(2), 0.0, 1.0).is_none(), "2 epochs since the best");
-        let why = early_stop(&s, 5, Some(2), 0.0, 1.0).expect("3 epochs since the best");
-        assert!(why.contains("--patience 3"), "{why}");
-        assert!(early_stop(&spec(0, 0.0), 50, Some(1), 0.0, 1.0).is_none(), "0: never");
-    }
-
-    #[test]
-    fn time_stops_before_an_epoch_that_would_overrun() {
-        let s = spec(0, 1.0);
-        assert!(early_stop(&s, 3, Some(3), 3000.0, 500.0).is_none(), "3500 s < 3600 s");
-        let why = early_stop(&s, 3, Some(3), 3200.0, 500.0).expect("3700 s > 3600 s");
-        assert!(why.contains("--time 1 h"), "{why}");
-    }
 }

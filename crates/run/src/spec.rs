@@ -28,7 +28,7 @@ pub struct PlanChoice {
     /// The budget, bytes.
     pub budget: u64,
     /// The rung of the fit ladder chosen.
-    pub rung: String,
+    pub rung: headroom_plan::Rung,
     /// Its estimated peak, bytes.
     pub estimate: u64,
 }

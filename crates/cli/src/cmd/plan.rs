@@ -11,7 +11,7 @@ use headroom_plan::{Budget, DevicePreset, Plan, Planner, Setup, format_size};
 
 use super::Outcome;
 use super::device_arg::{BoardArgs, DEVICE_VALUES, device_arg};
-use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
+use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg, part_arg};
 use headroom_plan::{DeviceChoice, RunsOn};
 
 /// Arguments of `headroom plan`. The ladder starts from what `headroom train` does by default
@@ -33,8 +33,8 @@ pub struct Args {
     pub plan: PlanArgs,
     /// What the ladder starts training (as `headroom train --train`): `all`, `neck+head`, `head`
     /// or N (modules 0..N frozen); it freezes more when memory asks for it.
-    #[arg(long, default_value = DEFAULT_PART, value_name = "PART")]
-    pub train: String,
+    #[arg(long, default_value = DEFAULT_PART, value_name = "PART", value_parser = part_arg)]
+    pub train: Trainable,
     /// Input size the ladder starts from [default: the export's]; it steps down by ~20 % in
     /// multiples of the largest stride.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(32..=8192))]
@@ -101,8 +101,7 @@ fn budget_arg(text: &str) -> Result<String, String> {
 
 /// Runs `headroom plan`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    let trainable: Trainable =
-        args.train.parse().map_err(|e| anyhow::anyhow!("--train {}: {e}", args.train))?;
+    let trainable = args.train;
     let model = headroom_onnx::Model::load(&args.model)?;
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     super::train_shared::refuse_fp16(&args.model, &model)?;
@@ -196,7 +195,7 @@ fn plan_chart(plan: &Plan, title: String) -> headroom_plot::PlanChart {
         .candidates
         .iter()
         .map(|c| headroom_plot::PlanRung {
-            label: c.rung.clone(),
+            label: c.rung.to_string(),
             components: c
                 .estimate
                 .components

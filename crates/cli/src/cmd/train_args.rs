@@ -6,7 +6,8 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use super::device_arg::{BoardArgs, DEVICE_VALUES, device_arg};
-pub use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg};
+pub use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg, part_arg};
+use headroom_onnx::Trainable;
 use headroom_plan::DeviceChoice;
 use headroom_train::config::limits;
 
@@ -25,8 +26,8 @@ pub struct Args {
     /// least memory and time), `neck+head`, N (modules 0..N frozen, as Ultralytics' `freeze=N`; 0
     /// trains everything), or `affine` (the head, and a scale and shift per channel of every Conv
     /// before it, trained through the whole graph and folded into the Convs' weights when written).
-    #[arg(long, default_value = DEFAULT_PART, value_name = "PART")]
-    pub train: String,
+    #[arg(long, default_value = DEFAULT_PART, value_name = "PART", value_parser = part_arg)]
+    pub train: Trainable,
     /// Freeze modules 0..N and train the rest (Ultralytics' `freeze=N`; the same as --train N).
     #[arg(long, value_name = "N", conflicts_with = "train")]
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]

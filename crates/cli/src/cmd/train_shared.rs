@@ -2,12 +2,18 @@
 //! choices as flags (each a thin clap wrapper of the library's one enum, converted exhaustively), and
 //! the models `train` refuses.
 
+use headroom_onnx::Trainable;
 use headroom_plan::{Optimizer, TrunkRuntime};
 
 /// What trains by default (`--train`; `headroom plan` starts its ladder from it and freezes more
 /// only when memory asks for it): everything, the configuration that adapted most within the
 /// memory goal (docs/BENCHMARKS.md "Adaptation"; `--train head` is the cheapest).
 pub const DEFAULT_PART: &str = "all";
+/// `--train PART`: `all`, `head`, `neck+head`, `affine`, N (modules 0..N frozen) or `freeze=N`.
+pub fn part_arg(text: &str) -> Result<Trainable, String> {
+    text.parse()
+}
+
 /// Images per pass by default (`--batch`; `headroom plan` starts from it): the batch the
 /// adaptation figures were measured at (docs/BENCHMARKS.md).
 pub const DEFAULT_BATCH: usize = 2;

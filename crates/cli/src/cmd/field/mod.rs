@@ -139,8 +139,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>)]
     pub epochs: Option<usize>,
     /// What trains [default: the preset's].
-    #[arg(long, value_name = "PART")]
-    pub train: Option<String>,
+    #[arg(long, value_name = "PART", value_parser = super::train_shared::part_arg)]
+    pub train: Option<headroom_onnx::Trainable>,
     /// The training's time budget in hours (`headroom train --time`: it stops before an epoch that
     /// would overrun; the nightly window) [default: the preset's, else none].
     #[arg(long, value_name = "HOURS")]
@@ -307,10 +307,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     let keep_runs = args.keep_runs.or(preset.keep_runs).unwrap_or(preset::DEFAULT_KEEP_RUNS);
     let max_images = args.max_images.or(preset.max_images).unwrap_or(preset::DEFAULT_MAX_IMAGES);
     // The flags given over the preset: what the child `train` is asked for.
-    let mut overrides = RunRequest { epochs: args.epochs, ..RunRequest::default() };
-    if let Some(train) = &args.train {
-        overrides.part = Some(train.parse().map_err(|e| anyhow::anyhow!("--train {train}: {e}"))?);
-    }
+    let mut overrides = RunRequest { epochs: args.epochs, part: args.train, ..RunRequest::default() };
     if let Some(hours) = args.time {
         anyhow::ensure!(
             limits::hours(hours),

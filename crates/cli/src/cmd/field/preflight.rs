@@ -27,11 +27,6 @@ pub fn check(
     let student = headroom_onnx::inspect::inspect(&model).with_context(|| {
         format!("--model {}: not a detector headroom can train", inputs.deployed.display())
     })?;
-    // What trains: --train, else the preset's, else train's default (the preset's is checked as it
-    // loads, with the same parser).
-    if let Some(part) = &args.train {
-        part.parse::<headroom_onnx::Trainable>().map_err(|e| anyhow::anyhow!("--train {part}: {e}"))?;
-    }
     // The plan step's budget: --reserve must leave something of the board's memory.
     let board_args = BoardArgs { board: Some(args.board.clone()), devices: args.devices.clone() };
     let plan_args = PlanArgs { budget: None, reserve: args.reserve.clone() };
