@@ -233,4 +233,35 @@ mod with_libraries {
         assert!(fresh.failure.is_none());
         assert_eq!(sha(&night.deployed), scene.original);
     }
+
+    /// The gate through the library, in process: a candidate identical to the deployed model gains
+    /// nothing and is kept by the default gate (its interval is zero wide, short of `min_gain`),
+    /// while the `always` gate deploys it; the old scenes are evaluated beside the holdout.
+    #[test]
+    fn the_gate_in_process_keeps_a_candidate_that_gains_nothing() {
+        let scene = scene();
+        let session = headroom_infer::provider::SessionOptions { intra_threads: 2, ..Default::default() };
+        let names = headroom_field::inputs::class_names("--model", &scene.deployed).expect("classes");
+        let gate = |settings: &GateSettings| {
+            headroom_field::gate::evaluate_gate(
+                &scene.deployed,
+                &scene.deployed,
+                &scene.holdout,
+                Some(&scene.old),
+                &names,
+                settings,
+                &session,
+            )
+            .expect("the gate evaluates")
+        };
+        let kept = gate(&GateSettings::default());
+        assert!(!kept.deploy, "{kept:?}");
+        assert_eq!(kept.decided_by, "gain", "{kept:?}");
+        assert!(kept.old.is_some(), "the old scenes are checked: {kept:?}");
+        let always = night(&scene).steps.gate;
+        let deployed = gate(&always);
+        assert!(deployed.deploy, "{deployed:?}");
+        assert_eq!(deployed.decided_by, "every condition held");
+        assert_eq!(sha(&scene.deployed), scene.original, "the gate moves nothing");
+    }
 }
