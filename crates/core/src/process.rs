@@ -39,3 +39,24 @@ mod tests {
         assert!(loaded_library("libno-such-library.so").is_none());
     }
 }
+
+/// One check of `headroom doctor`: whether a native library loaded and computed, in words, with the
+/// file it was loaded from and its version when they can be told.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Check {
+    /// Whether it passed.
+    pub ok: bool,
+    /// What was found, or why it failed.
+    pub detail: String,
+    /// The file the library was loaded from (as the process mapped it), when it loaded.
+    pub library: Option<PathBuf>,
+    /// The library's version, when it says.
+    pub version: Option<String>,
+}
+
+impl Check {
+    /// A failed check.
+    pub fn failed(detail: String) -> Check {
+        Check { ok: false, detail, library: None, version: None }
+    }
+}

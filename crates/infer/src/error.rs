@@ -60,6 +60,12 @@ pub enum Error {
         /// The parse error.
         source: headroom_onnx::MetadataError,
     },
+    /// Settings that contradict each other (`--device cpu` with a GPU provider).
+    #[error("{message}")]
+    Settings {
+        /// What disagrees and what to give instead.
+        message: String,
+    },
     /// The dataset and the model disagree (e.g. on the number of classes).
     #[error("{message}")]
     Mismatch {

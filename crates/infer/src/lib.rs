@@ -18,6 +18,8 @@ pub mod calibrate;
 pub mod decode;
 #[cfg(feature = "onnxruntime")]
 pub mod detector;
+#[cfg(feature = "onnxruntime")]
+pub mod doctor;
 mod error;
 pub mod eval;
 pub mod label;

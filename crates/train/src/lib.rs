@@ -26,6 +26,7 @@ pub mod cpu_pool;
 mod cuda;
 #[cfg(feature = "libtorch")]
 pub mod data;
+pub mod doctor;
 #[cfg(feature = "libtorch")]
 pub mod ema;
 mod error;

@@ -3,7 +3,7 @@
 //! is for (configs/devices.toml, plus `--devices FILE`: `headroom_plan::resolve_board`). A board
 //! name given to `--device` (the old vocabulary) is refused in one line naming `--board`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use headroom_plan::DeviceChoice;
 
@@ -13,18 +13,6 @@ pub const DEVICE_VALUES: &str = "cpu|cuda|cuda:N|auto";
 /// Parses `--device` (clap's value parser).
 pub fn device_arg(text: &str) -> Result<DeviceChoice, String> {
     text.parse()
-}
-
-/// Whether ONNX Runtime can run on a GPU here: this build has the CUDA or TensorRT provider
-/// (`--features cuda`/`tensorrt`) and an NVIDIA device node is visible (`/dev/nvidia0` on a PC,
-/// `/dev/nvhost-ctrl-gpu` or `/dev/nvgpu` on a Jetson), and the reason, for the log.
-pub fn onnxruntime_gpu() -> (bool, &'static str) {
-    if !cfg!(any(feature = "cuda", feature = "tensorrt")) {
-        return (false, "this build has no CUDA provider: rebuild with `--features cuda`");
-    }
-    let visible =
-        ["/dev/nvidia0", "/dev/nvhost-ctrl-gpu", "/dev/nvgpu"].iter().any(|p| Path::new(p).exists());
-    if visible { (true, "CUDA provider built in, a GPU is visible") } else { (false, "no GPU is visible") }
 }
 
 /// `--board` and `--devices`, shared by `plan`, `train`, `export` and `field`.

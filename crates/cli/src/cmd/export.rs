@@ -179,11 +179,10 @@ impl Args {
     /// ONNX Runtime on `--device`: the CPU, or the CUDA provider on the GPU named (`auto`: the
     /// first, when this build has the provider and one is visible).
     fn session_options(&self) -> SessionOptions {
-        use super::device_arg::onnxruntime_gpu;
         let gpu = match self.device {
             DeviceChoice::Cpu => None,
             DeviceChoice::Cuda(n) => Some(n.unwrap_or(0)),
-            DeviceChoice::Auto => onnxruntime_gpu().0.then_some(0),
+            DeviceChoice::Auto => headroom_infer::provider::gpu_available().0.then_some(0),
         };
         let cpu = SessionOptions { intra_threads: self.threads, ..Default::default() };
         match gpu {

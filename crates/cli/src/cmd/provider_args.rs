@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use headroom_infer::provider::{ExecutionProvider, SessionOptions, TensorrtOptions};
+use headroom_infer::provider::{ExecutionProvider, SessionOptions, SessionRequest, TensorrtOptions};
 
-use super::device_arg::{DEVICE_VALUES, device_arg, onnxruntime_gpu};
-use headroom_plan::{DeviceChoice, RunsOn};
+use super::device_arg::{DEVICE_VALUES, device_arg};
+use headroom_plan::DeviceChoice;
 
 /// Execution provider choice, shared by the commands that run ONNX models.
 #[derive(Debug, Clone, clap::Args)]
@@ -94,43 +94,24 @@ pub enum ProviderArg {
     Cpu,
 }
 
+impl From<ProviderArg> for ExecutionProvider {
+    fn from(arg: ProviderArg) -> ExecutionProvider {
+        match arg {
+            ProviderArg::Tensorrt => ExecutionProvider::Tensorrt,
+            ProviderArg::Cuda => ExecutionProvider::Cuda,
+            ProviderArg::Cpu => ExecutionProvider::Cpu,
+        }
+    }
+}
+
 impl ProviderArgs {
-    /// The session options these arguments ask for: `--ep` (or the provider `--device` implies)
-    /// on the GPU `--device` names. Refuses a device and providers that disagree (`--device cpu
-    /// --ep cuda`); `--device-id N` still works, with a warning naming `--device cuda:N`.
-    pub fn session_options(&self) -> anyhow::Result<SessionOptions> {
-        let device = self.device_with_deprecated_id()?;
-        let providers: Vec<ProviderArg> = match &self.ep {
-            Some(ep) => {
-                check_device_and_providers(device, ep)?;
-                ep.clone()
-            }
-            None => {
-                let (gpu, why) = onnxruntime_gpu();
-                match device.resolve(gpu, why) {
-                    RunsOn::Cpu => vec![ProviderArg::Cpu],
-                    RunsOn::Cuda(_) => vec![ProviderArg::Cuda],
-                }
-            }
-        };
-        let device_id = match device {
-            DeviceChoice::Cuda(n) => n.unwrap_or(0),
-            DeviceChoice::Auto | DeviceChoice::Cpu => 0,
-        };
-        let providers = providers
-            .iter()
-            .map(|p| match p {
-                ProviderArg::Tensorrt => ExecutionProvider::Tensorrt,
-                ProviderArg::Cuda => ExecutionProvider::Cuda,
-                ProviderArg::Cpu => ExecutionProvider::Cpu,
-            })
-            .collect();
-        Ok(SessionOptions {
-            providers,
-            intra_threads: self.threads,
-            spinning: true,
+    /// What these arguments ask for (`headroom_infer::provider::SessionRequest`).
+    pub fn request(&self) -> anyhow::Result<SessionRequest> {
+        Ok(SessionRequest {
+            device: self.device_with_deprecated_id()?,
+            providers: self.ep.as_ref().map(|ep| ep.iter().map(|&p| p.into()).collect()),
             fallback: self.ep_fallback,
-            device_id: i32::try_from(device_id).unwrap_or(0),
+            threads: self.threads,
             tensorrt: TensorrtOptions {
                 fp16: self.trt_fp16,
                 int8: self.trt_int8,
@@ -140,6 +121,13 @@ impl ProviderArgs {
                 timing_cache: self.trt_timing_cache.clone(),
             },
         })
+    }
+
+    /// The session options these arguments ask for: `--ep` (or the provider `--device` implies)
+    /// on the GPU `--device` names; `--device-id N` still works, with a warning naming
+    /// `--device cuda:N`.
+    pub fn session_options(&self) -> anyhow::Result<SessionOptions> {
+        Ok(self.request()?.options()?)
     }
 
     /// `--device`, with the deprecated `--device-id N` read as `cuda:N`.
@@ -157,20 +145,5 @@ impl ProviderArgs {
                 anyhow::bail!("--device {other} and --device-id {id} disagree: give --device cuda:{id} alone")
             }
         }
-    }
-}
-
-/// `--device cpu` runs nothing on a GPU provider, and `--device cuda:N` needs one.
-fn check_device_and_providers(device: DeviceChoice, ep: &[ProviderArg]) -> anyhow::Result<()> {
-    let list = ep.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>().join(",");
-    let gpu = ep.iter().any(|p| *p != ProviderArg::Cpu);
-    match device {
-        DeviceChoice::Cpu if gpu => anyhow::bail!(
-            "--device cpu with --ep {list}: the CUDA and TensorRT providers run on a GPU; give --device cuda              (or cuda:N), or --ep cpu"
-        ),
-        DeviceChoice::Cuda(_) if !gpu => anyhow::bail!(
-            "--device {device} with --ep {list}: the CPU provider runs on the CPU; give --ep cuda (or              tensorrt,cuda,cpu), or --device cpu"
-        ),
-        _ => Ok(()),
     }
 }

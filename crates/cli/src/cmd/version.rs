@@ -35,13 +35,13 @@ fn libtorch() -> String {
     }
     let compiled = headroom_train::LIBTORCH_HEADERS;
     let cuda = if headroom_train::cuda_available() { "CUDA available" } else { "CUDA not available" };
-    let (library, loaded) = super::doctor::loaded_libtorch();
+    let (library, loaded) = headroom_train::doctor::loaded_libtorch();
     let loaded = match (&library, &loaded) {
         (Some(path), Some(version)) => format!("loaded {version} from {}", path.display()),
         (Some(path), None) => format!("loaded from {} (version unknown)", path.display()),
         _ => "loaded library not found in this process' maps".into(),
     };
-    let mismatch = super::doctor::libtorch_file_version_mismatch(compiled);
+    let mismatch = headroom_train::doctor::libtorch_file_version_mismatch(compiled);
     format!(
         "built against {compiled}; {loaded}; {cuda}{}",
         mismatch.map(|m| format!("\n  WARNING: {m}")).unwrap_or_default()
@@ -56,7 +56,7 @@ fn onnxruntime() -> String {
                 "API {ORT_API} (ONNX Runtime {ORT_API} or newer); loaded {} from {}; providers: {}",
                 headroom_infer::runtime::loaded_version().as_deref().unwrap_or("(version unknown)"),
                 headroom_infer::runtime::library_path().display(),
-                super::doctor::providers()
+                headroom_infer::doctor::providers()
             ),
             Err(e) => format!("API {ORT_API} (ONNX Runtime {ORT_API} or newer); not loaded: {e}"),
         }

@@ -253,28 +253,22 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
 
 /// CPU session options with these threads.
 fn cpu_session(threads: usize) -> anyhow::Result<headroom_infer::provider::SessionOptions> {
-    provider_session(DeviceChoice::Cpu, Some(&[ProviderArg::Cpu]), threads)
+    Ok(headroom_infer::provider::SessionRequest::cpu(threads).options()?)
 }
 
+/// The steps' sessions: `--device`, `--ep` (a provider that fails to register is skipped).
 fn provider_session(
     device: DeviceChoice,
     ep: Option<&[ProviderArg]>,
     threads: usize,
 ) -> anyhow::Result<headroom_infer::provider::SessionOptions> {
-    super::provider_args::ProviderArgs {
+    let providers = ep.map(|list| list.iter().map(|&p| p.into()).collect());
+    let request = headroom_infer::provider::SessionRequest {
         device,
-        ep: ep.map(<[ProviderArg]>::to_vec),
-        ep_fallback: true,
-        threads,
-        device_id: None,
-        trt_fp16: false,
-        trt_int8: false,
-        trt_int8_table: None,
-        trt_engine_cache: None,
-        trt_workspace_mib: None,
-        trt_timing_cache: None,
-    }
-    .session_options()
+        providers,
+        ..headroom_infer::provider::SessionRequest::cpu(threads)
+    };
+    Ok(request.options()?)
 }
 
 /// One field command at a time per state folder; `None` (exit 3) when another holds it.
