@@ -203,7 +203,7 @@ mod with_libraries {
             ),
             (with("--holdout", s(&scene.root.join("nowhere.yaml"))), "nowhere.yaml: no such file"),
             // A setting a step would refuse: refused before any work.
-            ([base.clone(), vec!["--train".into(), "bogus".into()]].concat(), "--train bogus"),
+            ([base.clone(), vec!["--train".into(), "bogus".into()]].concat(), "'bogus' for '--train <PART>'"),
         ];
         for (args, expected) in cases {
             let out = run(&args, &[]);

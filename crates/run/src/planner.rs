@@ -210,7 +210,7 @@ pub struct BudgetAsk {
 /// choice in the spec.
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
-    use headroom_plan::{DeviceChoice, format_size};
+    use headroom_plan::format_size;
 
     use crate::spec::PlanChoice;
 
@@ -220,7 +220,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
     let cuda = crate::device::cuda_available();
     let (torch, preset) =
         crate::device::resolve_saved(&spec.device, spec.device_preset.as_ref(), cuda, false)?;
-    let runs_on = torch.parse::<DeviceChoice>().map_err(crate::Error::Request)?.planned_on(&preset);
+    let runs_on = torch.choice().planned_on(&preset);
     let gpu = runs_on.is_gpu();
     let model = Model::load(&spec.model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;

@@ -14,7 +14,7 @@ use headroom_plan::{DevicePreset, Optimizer, TrunkRuntime};
 pub use headroom_train::augment::AugmentConfig;
 use headroom_train::config::TrainConfig;
 
-use crate::spec::RunSpec;
+use crate::spec::{RunSpec, TorchDevice};
 use crate::{Error, Result};
 
 /// What trains when neither the command line nor a preset says (`headroom train`'s `--train all`).
@@ -66,8 +66,8 @@ pub struct RunRequest {
     pub data: Option<PathBuf>,
     /// What trains.
     pub part: Option<Trainable>,
-    /// Where libtorch trains, as the spec keeps it (`cpu`, `cuda:0`, `auto`).
-    pub device: Option<String>,
+    /// Where libtorch trains.
+    pub device: Option<TorchDevice>,
     /// The board preset planned for.
     pub board: Option<DevicePreset>,
     /// Old-domain data replayed against forgetting.
@@ -138,7 +138,47 @@ pub struct RunRequest {
     pub seed: Option<u64>,
 }
 
+/// Epochs of a new run when neither the command line nor a preset says: the adaptation figures' 30
+/// (10 lost to 30 with augmentation).
+pub const DEFAULT_EPOCHS: usize = 30;
+
 impl RunRequest {
+    /// headroom train's defaults: what a new run takes where neither the command line nor a preset
+    /// says (`--help` shows each as `[default: ...]`). Unset here, and derived when the run
+    /// resolves: the device (`auto`: the caller resolves it), the batch (2, or what the export
+    /// allows), the augmentation (Ultralytics', off with the feature cache), `lr0` (the
+    /// optimiser's own); and what has no default (the model, data, board, replay, teacher, remap,
+    /// memory cap).
+    pub fn defaults() -> RunRequest {
+        RunRequest {
+            part: Some(DEFAULT_PART),
+            replay_fraction: Some(1.0),
+            trunk: Some(TrunkRuntime::Ort),
+            cache_features: Some(false),
+            memory_cap_after: Some(0),
+            renorm: Some(0),
+            patience: Some(100),
+            time_hours: Some(0.0),
+            epochs: Some(DEFAULT_EPOCHS),
+            nbs: Some(Nbs::Auto),
+            optimizer: Some(None),
+            cos_lr: Some(false),
+            max_grad_norm: Some(10.0),
+            flip: Some(0.5),
+            kd: Some(0.0),
+            dense_kd: Some(1.0),
+            ignore_band: Some(None),
+            anchor: Some(0.0),
+            checkpoint: Some(true),
+            amp: Some(false),
+            imgsz: Some(None),
+            save_period: Some(0),
+            save_interval: Some(60.0),
+            seed: Some(0),
+            ..RunRequest::default()
+        }
+    }
+
     /// This request, each setting it leaves unset taken from `fallback` (the command line over a
     /// preset, a preset over the flags' defaults).
     #[must_use]
@@ -217,7 +257,7 @@ impl RunRequest {
         }
         if self.amp.is_some() || self.device.is_some() {
             let want = self.amp.unwrap_or(false);
-            spec.settings.amp = want && spec.device != "cpu" && cuda;
+            spec.settings.amp = want && spec.device != TorchDevice::Cpu && cuda;
             if want && !spec.settings.amp {
                 tracing::warn!(
                     "--amp: mixed precision is for CUDA; on the CPU this run trains in fp32 (config.toml records amp = false)"
@@ -487,7 +527,7 @@ mod tests {
         let cached = RunRequest { cache_features: Some(true), ..request() };
         let spec = cached.resolve(None, false).expect("the cache turns the default augmentation off");
         assert_eq!(spec.settings.augment, AugmentConfig::default());
-        let amp = RunRequest { amp: Some(true), device: Some("cuda:0".into()), ..request() };
+        let amp = RunRequest { amp: Some(true), device: Some(TorchDevice::Cuda(Some(0))), ..request() };
         assert!(!amp.resolve(None, false).expect("no CUDA").settings.amp);
         assert!(amp.resolve(None, true).expect("CUDA").settings.amp);
     }

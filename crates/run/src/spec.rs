@@ -19,6 +19,82 @@ pub const SPEC_FILE: &str = "config.toml";
 /// What runs the frozen trunk (one enum for the planner and the run: `headroom_plan::TrunkRuntime`).
 pub use headroom_plan::TrunkRuntime;
 
+/// Where libtorch trains, as `config.toml` keeps it: `cpu`, `cuda`, `cuda:N` (`--device auto` is
+/// saved as what it decided). Runs saved before `--board` existed may hold a board preset's name
+/// (or `auto`), kept as [`TorchDevice::Board`] and resolved through the presets when they resume.
+/// Written and read as that text (Display and FromStr round-trip).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TorchDevice {
+    /// The CPU.
+    Cpu,
+    /// A CUDA device (`None`: `cuda`, libtorch's current one).
+    Cuda(Option<usize>),
+    /// A board preset's name, or `auto`, from a run saved before `--board`.
+    Board(String),
+}
+
+impl TorchDevice {
+    /// Whether it names libtorch's device (not an old run's board preset).
+    pub fn is_libtorch(&self) -> bool {
+        !matches!(self, TorchDevice::Board(_))
+    }
+
+    /// As a `--device` choice (an old run's board: `auto`, which its preset decides).
+    pub fn choice(&self) -> headroom_plan::DeviceChoice {
+        use headroom_plan::DeviceChoice;
+        match self {
+            TorchDevice::Cpu => DeviceChoice::Cpu,
+            TorchDevice::Cuda(n) => DeviceChoice::Cuda(*n),
+            TorchDevice::Board(_) => DeviceChoice::Auto,
+        }
+    }
+}
+
+impl std::fmt::Display for TorchDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TorchDevice::Cpu => f.write_str("cpu"),
+            TorchDevice::Cuda(None) => f.write_str("cuda"),
+            TorchDevice::Cuda(Some(n)) => write!(f, "cuda:{n}"),
+            TorchDevice::Board(name) => f.write_str(name),
+        }
+    }
+}
+
+impl std::str::FromStr for TorchDevice {
+    type Err = String;
+
+    /// `cpu`, `cuda`, `cuda:N`; any other word is an old run's board preset (empty is refused).
+    fn from_str(text: &str) -> std::result::Result<TorchDevice, String> {
+        match text {
+            "" => Err("an empty device: expected cpu, cuda or cuda:N".into()),
+            "cpu" => Ok(TorchDevice::Cpu),
+            "cuda" => Ok(TorchDevice::Cuda(None)),
+            other => match other.strip_prefix("cuda:") {
+                Some(n) => n
+                    .parse()
+                    .map(|n| TorchDevice::Cuda(Some(n)))
+                    .map_err(|_| format!("`{other}`: expected cpu, cuda or cuda:N")),
+                None => Ok(TorchDevice::Board(other.to_string())),
+            },
+        }
+    }
+}
+
+impl Serialize for TorchDevice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TorchDevice {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<TorchDevice, D::Error> {
+        String::deserialize(deserializer)?.trim().parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// What `--plan auto` chose for the run (recorded so that a resumed run is the planned one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,9 +120,8 @@ pub struct RunSpec {
     /// What trains (`head`, `neck+head`, `freeze=N`, `affine` in `config.toml`).
     #[serde(with = "part_text")]
     pub part: Trainable,
-    /// Where libtorch trains (`cpu`, `cuda`, `cuda:N`; `--device auto` is saved as what it
-    /// decided). Runs saved before `--board` existed may hold a board preset's name here.
-    pub device: String,
+    /// Where libtorch trains.
+    pub device: TorchDevice,
     /// Old-domain data replayed against forgetting.
     #[serde(default)]
     pub replay: Option<PathBuf>,
@@ -102,7 +177,7 @@ impl RunSpec {
             model,
             data,
             part: Trainable::Head,
-            device: "cpu".into(),
+            device: TorchDevice::Cpu,
             replay: None,
             replay_fraction: 1.0,
             remap: None,
@@ -172,7 +247,7 @@ impl RunSpec {
                 reason: format!("{} is not hours in 0..=10000 (0: no limit)", self.time_hours),
             });
         }
-        if self.device.trim().is_empty() {
+        if matches!(&self.device, TorchDevice::Board(name) if name.trim().is_empty()) {
             return Err(Error::Spec {
                 key: "device".into(),
                 reason: "empty: cpu, cuda, cuda:N or a preset".into(),
@@ -305,7 +380,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let devices = headroom_plan::builtin_devices().expect("builtins");
         let nano = headroom_plan::find_device(&devices, "orin-nano-8").expect("preset").clone();
-        let s = RunSpec { device: "auto".into(), device_preset: Some(nano), ..spec() };
+        let s = RunSpec { device: TorchDevice::Board("auto".into()), device_preset: Some(nano), ..spec() };
         s.save(dir.path()).expect("save");
         let text = std::fs::read_to_string(dir.path().join(SPEC_FILE)).expect("read");
         assert!(text.contains("[device_preset]") && text.contains("models = [\"Orin Nano\"]"), "{text}");
@@ -353,5 +428,21 @@ mod tests {
         assert_eq!(keys, ["part", "settings.batch"]);
         assert_eq!(diff[0].1, "\"head\"");
         assert!(spec().differences(&spec()).is_empty());
+    }
+
+    #[test]
+    fn a_device_round_trips_through_its_text_and_an_old_board_name_stays_one() {
+        for text in ["cpu", "cuda", "cuda:1", "orin-nano-8", "auto"] {
+            let device: TorchDevice = text.parse().expect(text);
+            assert_eq!(device.to_string(), text);
+        }
+        assert_eq!("cuda:2".parse(), Ok(TorchDevice::Cuda(Some(2))));
+        assert!(!"orin-nano-8".parse::<TorchDevice>().expect("a board").is_libtorch());
+        assert!("cuda:x".parse::<TorchDevice>().is_err() && "".parse::<TorchDevice>().is_err());
+        let saved = RunSpec { device: TorchDevice::Cuda(Some(1)), ..spec() };
+        let text = toml::to_string(&saved).expect("toml");
+        assert!(text.contains("device = \"cuda:1\""), "{text}");
+        let back: RunSpec = toml::from_str(&text).expect("read back");
+        assert_eq!(back.device, TorchDevice::Cuda(Some(1)));
     }
 }

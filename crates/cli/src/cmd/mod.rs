@@ -88,8 +88,7 @@ pub enum Outcome {
     Busy,
 }
 
-/// Parses the command line; for `train`, also records which flags were given (a resumed run checks
-/// them against its saved settings; a preset sets only the others).
+/// Parses the command line.
 pub fn parse() -> Cli {
     use clap::{CommandFactory, FromArgMatches};
     let mut command = Cli::command();
@@ -97,16 +96,7 @@ pub fn parse() -> Cli {
     if std::env::args_os().skip(1).any(|a| a == "--version") {
         command = command.long_version(&*Box::leak(version::long().into_boxed_str()));
     }
-    let matches = command.get_matches();
-    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    if let (Command::Train(args), Some(("train", sub))) = (&mut cli.command, matches.subcommand()) {
-        args.given = sub
-            .ids()
-            .filter(|id| sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
-            .map(|id| id.to_string())
-            .collect();
-    }
-    cli
+    Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
 }
 
 /// Runs one subcommand.

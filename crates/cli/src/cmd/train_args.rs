@@ -6,13 +6,11 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use super::device_arg::{BoardArgs, DEVICE_VALUES, device_arg};
-pub use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg, part_arg};
+pub use super::train_shared::{OptimizerArg, TrunkArg, part_arg};
 use headroom_onnx::Trainable;
 use headroom_plan::DeviceChoice;
 use headroom_train::config::limits;
 
-/// Epochs by default (`--epochs`): the adaptation figures' 30 (10 lost to 30 with augmentation).
-pub const DEFAULT_EPOCHS: usize = 30;
 /// Arguments of `headroom train`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -25,43 +23,44 @@ pub struct Args {
     /// What trains: `all` (every layer: adapts most; docs/TRAIN.md), `head` (the Detect module: the
     /// least memory and time), `neck+head`, N (modules 0..N frozen, as Ultralytics' `freeze=N`; 0
     /// trains everything), or `affine` (the head, and a scale and shift per channel of every Conv
-    /// before it, trained through the whole graph and folded into the Convs' weights when written).
-    #[arg(long, default_value = DEFAULT_PART, value_name = "PART", value_parser = part_arg)]
-    pub train: Trainable,
+    /// before it, trained through the whole graph and folded into the Convs' weights when written)
+    /// [default: all].
+    #[arg(long, value_name = "PART", value_parser = part_arg)]
+    pub train: Option<Trainable>,
     /// Freeze modules 0..N and train the rest (Ultralytics' `freeze=N`; the same as --train N).
     #[arg(long, value_name = "N", conflicts_with = "train")]
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub freeze: Option<usize>,
-    /// Epochs.
-    #[arg(long, default_value_t = DEFAULT_EPOCHS, value_parser = super::provider_args::count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>)]
-    pub epochs: usize,
+    /// Epochs [default: 30].
+    #[arg(long, value_parser = super::provider_args::count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>)]
+    pub epochs: Option<usize>,
     /// Stop when the val fitness has not improved for N epochs (Ultralytics' `patience`; 0: never).
-    /// Saved with the run; a resumed run keeps it.
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    /// Saved with the run; a resumed run keeps it [default: 100].
+    #[arg(long, value_name = "N")]
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
-    pub patience: usize,
+    pub patience: Option<usize>,
     /// Stop before an epoch that would end past this many hours of training, summed over the run's
     /// sessions (Ultralytics' `time`: the nightly window). Saved with the run.
     #[arg(long, value_name = "HOURS", value_parser = hours_arg, allow_negative_numbers = true)]
     pub time: Option<f64>,
     /// Images per forward pass (gradients accumulate to --nbs). Not given, a static export whose
     /// batch is fixed at 1 and whose trained part reshapes with it (attention in 11, v10, 26) trains
-    /// at 1 (logged).
-    #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = super::provider_args::count_arg::<{ limits::BATCH_MIN }, { limits::BATCH_MAX }>)]
-    pub batch: usize,
+    /// at 1 (logged) [default: 2].
+    #[arg(long, value_parser = super::provider_args::count_arg::<{ limits::BATCH_MIN }, { limits::BATCH_MAX }>)]
+    pub batch: Option<usize>,
     /// Nominal batch: one optimiser step per round(nbs / batch) passes (Ultralytics' nbs: 64).
     /// `auto`: sized to the data, the largest power of two up to 64 with which the run still makes
     /// about 1,000 optimiser steps (2 for 100 images x 30 epochs, 16 for 1,000). Measured: with
     /// --train all it gained on new and old scenes; with the head alone 64 kept the old scenes
-    /// better (docs/TRAIN.md).
-    #[arg(long, default_value_t = Nbs::Auto, value_parser = nbs_arg, value_name = "auto|N")]
-    pub nbs: Nbs,
+    /// better (docs/TRAIN.md) [default: auto].
+    #[arg(long, value_parser = nbs_arg, value_name = "auto|N")]
+    pub nbs: Option<Nbs>,
     /// Optimiser: auto (AdamW at Ultralytics' 0.002·5/(4+nc), at most 0.002, momentum 0.9, for
     /// runs of any length: unlike Ultralytics it never switches to SGD at 0.01 on long runs, which
     /// wrecks a converged model), sgd (Nesterov momentum 0.937) or adamw. auto by measurement: it
-    /// kept and gained the most (docs/BENCHMARKS.md).
-    #[arg(long, value_enum, default_value_t = OptimizerArg::Auto)]
-    pub optimizer: OptimizerArg,
+    /// kept and gained the most (docs/BENCHMARKS.md) [default: auto].
+    #[arg(long, value_enum)]
+    pub optimizer: Option<OptimizerArg>,
     /// Initial learning rate of sgd and adamw (warmup, then decay to lr0·0.01) [default: 1e-4;
     /// SGD at 1e-3 wrecked the converged demo model]. auto chooses its own and ignores this.
     #[arg(long)]
@@ -70,15 +69,16 @@ pub struct Args {
     /// Cosine instead of linear learning-rate decay.
     #[arg(long)]
     pub cos_lr: bool,
-    /// Clip the gradients' L2 norm at each step to this (Ultralytics: 10; 0: off).
-    #[arg(long, default_value_t = 10.0)]
+    /// Clip the gradients' L2 norm at each step to this (Ultralytics: 10; 0: off) [default: 10].
+    #[arg(long)]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
-    pub max_grad_norm: f64,
+    pub max_grad_norm: Option<f64>,
     /// Distillation: gain of a KL term between the teacher's soft class scores (written by
-    /// `headroom label` beside its labels) and the student's, on the anchors assigned to objects.
-    #[arg(long, default_value_t = 0.0, value_name = "WEIGHT")]
+    /// `headroom label` beside its labels) and the student's, on the anchors assigned to objects
+    /// [default: 0].
+    #[arg(long, value_name = "WEIGHT")]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
-    pub kd: f64,
+    pub kd: Option<f64>,
     /// Dense distillation: this teacher (an ONNX detector with the student's classes, box bins and
     /// strides) runs on every training batch, augmented and replayed images alike, and the
     /// student's class scores and box distributions are pulled toward the teacher's at every
@@ -86,10 +86,10 @@ pub struct Args {
     /// (libtorch when nothing is frozen); `headroom plan --teacher` counts its memory.
     #[arg(long, value_name = "T.onnx")]
     pub teacher: Option<PathBuf>,
-    /// Gain of the dense distillation term (with --teacher).
-    #[arg(long, default_value_t = 1.0, value_name = "WEIGHT", requires = "teacher")]
+    /// Gain of the dense distillation term (with --teacher) [default: 1].
+    #[arg(long, value_name = "WEIGHT", requires = "teacher")]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
-    pub dense_kd: f64,
+    pub dense_kd: Option<f64>,
     /// The ignore band: pseudo-labels whose teacher confidence lies in [LOW, HIGH) count neither
     /// as objects nor as background (the class term skips the anchors they cover), those below LOW
     /// are dropped; with --teacher also the anchors the teacher scores in that band. Human labels
@@ -98,29 +98,31 @@ pub struct Args {
     #[arg(long, value_name = "LOW,HIGH", value_parser = ignore_band)]
     pub ignore_band: Option<[f64; 2]>,
     /// Pull toward the starting weights against forgetting (L2-SP: adds anchor·(w − w₀) to each
-    /// step's gradient; 0: off). --replay is the measured remedy (docs/TRAIN.md).
-    #[arg(long, default_value_t = 0.0)]
+    /// step's gradient; 0: off). --replay is the measured remedy (docs/TRAIN.md) [default: 0].
+    #[arg(long)]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
-    pub anchor: f64,
-    /// Probability of a left-right flip per image.
-    #[arg(long, default_value_t = 0.5)]
+    pub anchor: Option<f64>,
+    /// Probability of a left-right flip per image [default: 0.5].
+    #[arg(long)]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
-    pub flip: f64,
-    /// HSV augmentation gains: hue, saturation, value (Ultralytics' values; 0,0,0: off).
-    #[arg(long, default_value = "0.015,0.7,0.4", value_name = "H,S,V")]
-    pub hsv: String,
-    /// Random translation, a fraction of the input (Ultralytics' value; 0: off).
-    #[arg(long, default_value_t = 0.1)]
+    pub flip: Option<f64>,
+    /// HSV augmentation gains: hue, saturation, value (Ultralytics' values; 0,0,0: off)
+    /// [default: 0.015,0.7,0.4].
+    #[arg(long, value_name = "H,S,V", value_parser = hsv_arg)]
+    pub hsv: Option<[f32; 3]>,
+    /// Random translation, a fraction of the input (Ultralytics' value; 0: off) [default: 0.1].
+    #[arg(long)]
     #[arg(value_parser = super::provider_args::number_arg::<f32>)]
-    pub translate: f32,
-    /// Random scale gain: the image is scaled by 1 ± this (Ultralytics' value; 0: off).
-    #[arg(long, default_value_t = 0.5)]
+    pub translate: Option<f32>,
+    /// Random scale gain: the image is scaled by 1 ± this (Ultralytics' value; 0: off) [default:
+    /// 0.5].
+    #[arg(long)]
     #[arg(value_parser = super::provider_args::number_arg::<f32>)]
-    pub scale: f32,
-    /// Probability of a 4-image mosaic (Ultralytics' value; 0: off).
-    #[arg(long, default_value_t = 1.0)]
+    pub scale: Option<f32>,
+    /// Probability of a 4-image mosaic (Ultralytics' value; 0: off) [default: 1].
+    #[arg(long)]
     #[arg(value_parser = super::provider_args::number_arg::<f32>)]
-    pub mosaic: f32,
+    pub mosaic: Option<f32>,
     /// Map dataset classes onto the student's: SRC=DST,... (ids or names; DST `drop` removes them).
     #[arg(long, value_name = "SRC=DST,...")]
     pub remap: Option<String>,
@@ -130,9 +132,9 @@ pub struct Args {
     pub imgsz: Option<usize>,
     /// Where libtorch trains: cpu, cuda or cuda:N; auto: cuda when this libtorch sees a CUDA
     /// device, else cpu (logged). The run's config.toml keeps the device decided. A board preset
-    /// (orin-nano-4, ...) goes to --board.
-    #[arg(long, default_value = "auto", value_name = DEVICE_VALUES, value_parser = device_arg)]
-    pub device: DeviceChoice,
+    /// (orin-nano-4, ...) goes to --board [default: auto].
+    #[arg(long, value_name = DEVICE_VALUES, value_parser = device_arg)]
+    pub device: Option<DeviceChoice>,
     /// The board whose budget --plan auto fits (`--board NAME|auto`, default auto with --plan
     /// auto), and more presets (`--devices FILE`). The run's config.toml keeps the preset
     /// (results.json's memory estimate is for it), so a resume needs no device file.
@@ -154,12 +156,12 @@ pub struct Args {
     /// Re-normalise the first N convolutions of the trunk to the new images before training: each
     /// one's per-channel output mean and std on the new images set to what they are on the old
     /// (--replay) images, folded into its weight and bias (AdaBN for BatchNorm-folded exports;
-    /// forward passes only). The run folder keeps the result as renorm.onnx (0: off).
-    #[arg(long, default_value_t = 0, value_parser = super::provider_args::count_arg::<0, 64>)]
-    pub renorm: usize,
+    /// forward passes only). The run folder keeps the result as renorm.onnx (0: off) [default: 0].
+    #[arg(long, value_parser = super::provider_args::count_arg::<0, 64>)]
+    pub renorm: Option<usize>,
     /// Passes before --memory-cap is checked (to hit it mid-epoch in tests).
-    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0, hide = true)]
-    pub memory_cap_after: u64,
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, hide = true)]
+    pub memory_cap_after: Option<u64>,
     /// How freed tensor memory is reused (a process setting, not saved with the run): pooled (the
     /// default: a best-fit heap kept within 1.25x the most ever in use: fast's speed at about
     /// compact's memory), compact (every block above 128 KiB mapped fresh and unmapped: 2.5-3.6x
@@ -167,9 +169,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = AllocatorArg::Pooled)]
     pub allocator: AllocatorArg,
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
-    /// torch (headroom's libtorch executor).
-    #[arg(long, value_enum, default_value_t = TrunkArg::Ort)]
-    pub trunk: TrunkArg,
+    /// torch (headroom's libtorch executor) [default: ort].
+    #[arg(long, value_enum)]
+    pub trunk: Option<TrunkArg>,
     /// Compute the trunk's outputs once per image (and its mirror image when --flip > 0), store them
     /// as fp16 in the run folder, and train epochs on them: only the trainable part runs. It turns
     /// the default augmentation off; refused with augmentation given (--mosaic, --scale,
@@ -181,30 +183,30 @@ pub struct Args {
     #[arg(long)]
     pub amp: bool,
     /// Checkpoint within an epoch every N optimiser steps (0: not by steps). Epoch ends always
-    /// write one; see also --save-interval.
-    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0)]
-    pub save_period: u64,
+    /// write one; see also --save-interval [default: 0].
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>)]
+    pub save_period: Option<u64>,
     /// Checkpoint within an epoch after the first optimiser step that ends this many seconds after
     /// the last checkpoint (0: not by time). A run killed at any moment loses about this much
-    /// training, or --save-period steps when that comes first.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    /// training, or --save-period steps when that comes first [default: 60].
+    #[arg(long, value_name = "SECONDS")]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
-    pub save_interval: f64,
+    pub save_interval: Option<f64>,
     /// Old-domain data to replay against forgetting: each epoch adds a seeded sample of this dataset's
     /// train split to the new images (docs/TRAIN.md: without it a field retrain lost 21.6 points on
     /// the old scenes, with as many replayed images 0.65).
     #[arg(long, value_name = "OLD.yaml")]
     pub replay: Option<PathBuf>,
-    /// Replayed images per new image and epoch (with --replay).
-    #[arg(long, default_value_t = 1.0, requires = "replay")]
+    /// Replayed images per new image and epoch (with --replay) [default: 1].
+    #[arg(long, requires = "replay")]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
-    pub replay_fraction: f64,
+    pub replay_fraction: Option<f64>,
     /// Keep the head's activations for backward instead of recomputing them (faster, more memory).
     #[arg(long)]
     pub no_checkpoint: bool,
-    /// Seed of the data order and flips.
-    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0)]
-    pub seed: u64,
+    /// Seed of the data order and flips [default: 0].
+    #[arg(long, value_parser = super::provider_args::whole_arg::<u64>)]
+    pub seed: Option<u64>,
     /// Parent folder of runs.
     #[arg(long, default_value = "runs/train", value_name = "DIR")]
     pub project: PathBuf,
@@ -228,10 +230,6 @@ pub struct Args {
     /// Print the run's results (results.json) on stdout as JSON at the end.
     #[arg(long)]
     pub json: bool,
-    /// The ids of the flags given on the command line (filled by `main`; a resumed run checks them
-    /// against its saved settings).
-    #[arg(skip)]
-    pub given: Vec<String>,
 }
 
 /// `--time`: hours, more than 0.
@@ -278,17 +276,16 @@ pub enum AllocatorArg {
 }
 
 /// `--hsv H,S,V`, each in [0, 1].
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-pub fn hsv_gains(text: &str) -> anyhow::Result<[f32; 3]> {
-    let parts: Vec<f32> = text
-        .split(',')
-        .map(|p| p.trim().parse::<f32>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| anyhow::anyhow!("--hsv {text}: expected three numbers H,S,V"))?;
-    let gains: [f32; 3] =
-        parts.try_into().map_err(|_| anyhow::anyhow!("--hsv {text}: expected three numbers H,S,V"))?;
-    anyhow::ensure!(gains.iter().all(|g| (0.0..=1.0).contains(g)), "--hsv {text}: each gain in [0, 1]");
-    Ok(gains)
+fn hsv_arg(text: &str) -> Result<[f32; 3], String> {
+    let wrong = || format!("`{text}`: expected three numbers H,S,V");
+    let parts: Vec<f32> =
+        text.split(',').map(|p| p.trim().parse::<f32>()).collect::<Result<_, _>>().map_err(|_| wrong())?;
+    let gains: [f32; 3] = parts.try_into().map_err(|_| wrong())?;
+    if gains.iter().all(|g| (0.0..=1.0).contains(g)) {
+        Ok(gains)
+    } else {
+        Err(format!("`{text}`: each gain in [0, 1]"))
+    }
 }
 
 /// `--ignore-band LOW,HIGH`: two numbers, 0 ≤ LOW < HIGH ≤ 1.

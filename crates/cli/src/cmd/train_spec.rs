@@ -1,102 +1,87 @@
 //! `headroom train`'s flags as a [`RunRequest`] (`headroom_run::request`, which resolves it into
-//! the run's spec): for a new run every flag, with clap's defaults, except `--batch` and the
-//! augmentation flags, which count only when given (their defaults are derived: the batch the
-//! export allows, augmentation off with `--cache-features`); on resume only the flags given.
+//! the run's spec): each flag is an `Option`, `None` when not given. A new run takes the flags
+//! given over `--preset`'s settings over headroom train's defaults ([`RunRequest::defaults`], which
+//! `--help` shows); a resumed run only the flags given, which it checks against its saved settings.
 
-use headroom_onnx::Trainable;
+use headroom_plan::DeviceChoice;
 use headroom_run::request::RunRequest;
 
-use super::train_args::{Args, absolute, hsv_gains};
+use super::train_args::{Args, absolute};
 
-/// The request the command line makes (`resuming`: of a saved run, only the flags given).
+/// The flags given, as a request (`resuming`: of a saved run, where `--devices` needs `--board`).
 pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunRequest> {
-    flags_request(args, resuming, resuming)
-}
-
-/// A new run's request: the flags given, over `--preset`'s settings when one is named, over the
-/// flags' defaults.
-pub fn new_run_request(args: &Args) -> anyhow::Result<RunRequest> {
-    let all = flags_request(args, false, false)?;
-    let Some(spec) = &args.preset else { return Ok(all) };
-    let (name, preset) = headroom_field::preset::load(spec)?;
-    anyhow::ensure!(
-        !preset.distill || args.teacher.is_some(),
-        "--preset {name} distils from the labelling teacher (distill = true): give --teacher T.onnx"
-    );
-    let mut request = flags_request(args, true, false)?;
-    preset.apply(&mut request, None);
-    tracing::info!("preset {name}: {}", preset.description);
-    Ok(request.or(all))
-}
-
-/// The flags as a request: every flag (with clap's defaults) or, `only_given`, the flags given.
-fn flags_request(args: &Args, only_given: bool, resuming: bool) -> anyhow::Result<RunRequest> {
-    let explicit = |id: &str| args.given.iter().any(|g| g == id);
-    let given = |id: &str| !only_given || explicit(id);
-    let mut r = RunRequest {
+    let board = match args.board.board.as_deref() {
+        Some(name) => Some(headroom_plan::resolve_board(name, args.board.devices.as_deref())?),
+        None if resuming && args.board.devices.is_some() => {
+            anyhow::bail!("--devices without --board: name the board the file adds")
+        }
+        None => None,
+    };
+    let given = |on: bool| on.then_some(true);
+    Ok(RunRequest {
         model: args.model.as_deref().map(|m| absolute("--model", m)).transpose()?,
         data: args.data.as_deref().map(|d| absolute("--data", d)).transpose()?,
-        ..RunRequest::default()
-    };
-    if given("train") || given("freeze") {
-        r.part = Some(match args.freeze {
-            Some(n) => Trainable::Freeze(n),
-            None => args.train,
-        });
+        part: args.freeze.map(headroom_onnx::Trainable::Freeze).or(args.train),
+        device: args.device.map(headroom_run::device::torch_text),
+        board,
+        replay: args.replay.as_deref().map(|p| absolute("--replay", p)).transpose()?,
+        replay_fraction: args.replay_fraction,
+        remap: args.remap.clone(),
+        trunk: args.trunk.map(Into::into),
+        cache_features: given(args.cache_features),
+        memory_cap: args.memory_cap.clone(),
+        memory_cap_after: args.memory_cap_after,
+        renorm: args.renorm,
+        teacher: args.teacher.as_deref().map(|p| absolute("--teacher", p)).transpose()?,
+        patience: args.patience,
+        time_hours: args.time,
+        epochs: args.epochs,
+        batch: args.batch,
+        nbs: args.nbs,
+        optimizer: args.optimizer.map(|o| o.chosen()),
+        lr0: args.lr0,
+        cos_lr: given(args.cos_lr),
+        max_grad_norm: args.max_grad_norm,
+        flip: args.flip,
+        kd: args.kd,
+        dense_kd: args.dense_kd,
+        ignore_band: args.ignore_band.map(Some),
+        anchor: args.anchor,
+        hsv: args.hsv,
+        translate: args.translate,
+        scale: args.scale,
+        mosaic: args.mosaic,
+        checkpoint: args.no_checkpoint.then_some(false),
+        amp: given(args.amp),
+        imgsz: args.imgsz.map(Some),
+        save_period: args.save_period,
+        save_interval: args.save_interval,
+        seed: args.seed,
+    })
+}
+
+/// A new run's request: the flags given, over `--preset`'s settings when one is named, over
+/// headroom train's defaults (the device's `auto` resolved by this libtorch).
+pub fn new_run_request(args: &Args) -> anyhow::Result<RunRequest> {
+    let mut request = request_from_args(args, false)?;
+    if let Some(spec) = &args.preset {
+        let (name, preset) = headroom_field::preset::load(spec)?;
+        anyhow::ensure!(
+            !preset.distill || args.teacher.is_some(),
+            "--preset {name} distils from the labelling teacher (distill = true): give --teacher T.onnx"
+        );
+        preset.apply(&mut request, None);
+        tracing::info!("preset {name}: {}", preset.description);
     }
-    if given("device") {
-        r.device = Some(headroom_run::device::torch_text(args.device));
+    if request.device.is_none() {
+        request.device = Some(headroom_run::device::torch_text(DeviceChoice::Auto));
     }
-    if given("board") || given("devices") {
-        r.board = match args.board.board.as_deref() {
-            Some(name) => Some(headroom_plan::resolve_board(name, args.board.devices.as_deref())?),
-            None if !resuming => None,
-            None => anyhow::bail!("--devices without --board: name the board the file adds"),
-        };
-    }
-    if given("replay") {
-        r.replay = args.replay.as_deref().map(|p| absolute("--replay", p)).transpose()?;
-    }
-    if given("teacher") {
-        r.teacher = args.teacher.as_deref().map(|p| absolute("--teacher", p)).transpose()?;
-    }
-    r.replay_fraction = given("replay_fraction").then_some(args.replay_fraction);
-    r.remap = if given("remap") { args.remap.clone() } else { None };
-    r.trunk = given("trunk").then_some(args.trunk.into());
-    r.cache_features = given("cache_features").then_some(args.cache_features);
-    r.memory_cap = if given("memory_cap") { args.memory_cap.clone() } else { None };
-    r.memory_cap_after = given("memory_cap_after").then_some(args.memory_cap_after);
-    r.renorm = given("renorm").then_some(args.renorm);
-    r.patience = given("patience").then_some(args.patience);
-    r.time_hours = given("time").then_some(args.time.unwrap_or(0.0));
-    r.epochs = given("epochs").then_some(args.epochs);
-    r.batch = explicit("batch").then_some(args.batch);
-    r.nbs = given("nbs").then_some(args.nbs);
-    r.optimizer = given("optimizer").then_some(args.optimizer.chosen());
-    r.lr0 = if given("lr0") { args.lr0 } else { None };
-    r.cos_lr = given("cos_lr").then_some(args.cos_lr);
-    r.max_grad_norm = given("max_grad_norm").then_some(args.max_grad_norm);
-    r.flip = given("flip").then_some(args.flip);
-    r.kd = given("kd").then_some(args.kd);
-    r.dense_kd = given("dense_kd").then_some(args.dense_kd);
-    r.ignore_band = given("ignore_band").then_some(args.ignore_band);
-    r.anchor = given("anchor").then_some(args.anchor);
-    r.hsv = if explicit("hsv") { Some(hsv_gains(&args.hsv)?) } else { None };
-    r.translate = explicit("translate").then_some(args.translate);
-    r.scale = explicit("scale").then_some(args.scale);
-    r.mosaic = explicit("mosaic").then_some(args.mosaic);
-    r.checkpoint = given("no_checkpoint").then_some(!args.no_checkpoint);
-    r.amp = given("amp").then_some(args.amp);
-    r.imgsz = given("imgsz").then_some(args.imgsz);
-    r.save_period = given("save_period").then_some(args.save_period);
-    r.save_interval = given("save_interval").then_some(args.save_interval);
-    r.seed = given("seed").then_some(args.seed);
-    Ok(r)
+    Ok(request.or(RunRequest::defaults()))
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
+    use clap::CommandFactory as _;
 
     use super::*;
 
@@ -106,21 +91,69 @@ mod tests {
         train: Args,
     }
 
-    /// clap's defaults of the flags that count only when given are the ones the request derives
-    /// from: Ultralytics' augmentation and batch 2.
+    /// `--help` says each default in words ([default: ...]); the defaults a new run takes are the
+    /// library's: the two agree, flag by flag.
     #[test]
-    fn the_flags_counted_only_when_given_default_to_what_the_request_derives() {
+    fn the_defaults_help_shows_are_the_librarys() {
+        let d = RunRequest::defaults();
+        let augment = headroom_train::augment::AugmentConfig::ultralytics();
+        let num = |v: f64| format!("{v}");
+        let expected: Vec<(&str, String)> = vec![
+            ("train", "all".into()),
+            ("epochs", d.epochs.expect("epochs").to_string()),
+            ("patience", d.patience.expect("patience").to_string()),
+            ("batch", headroom_train::config::TrainConfig::default().batch.to_string()),
+            ("nbs", d.nbs.expect("nbs").to_string()),
+            ("optimizer", "auto".into()),
+            ("max-grad-norm", num(d.max_grad_norm.expect("clip"))),
+            ("kd", num(d.kd.expect("kd"))),
+            ("dense-kd", num(d.dense_kd.expect("dense kd"))),
+            ("anchor", num(d.anchor.expect("anchor"))),
+            ("flip", num(d.flip.expect("flip"))),
+            ("hsv", format!("{},{},{}", augment.hsv_h, augment.hsv_s, augment.hsv_v)),
+            ("translate", augment.translate.to_string()),
+            ("scale", augment.scale.to_string()),
+            ("mosaic", augment.mosaic.to_string()),
+            ("device", "auto".into()),
+            ("renorm", d.renorm.expect("renorm").to_string()),
+            ("trunk", "ort".into()),
+            ("save-period", d.save_period.expect("period").to_string()),
+            ("save-interval", num(d.save_interval.expect("interval"))),
+            ("replay-fraction", num(d.replay_fraction.expect("fraction"))),
+            ("seed", d.seed.expect("seed").to_string()),
+        ];
+        assert_eq!(d.part, Some(headroom_run::request::DEFAULT_PART));
+        assert_eq!(d.trunk, Some(headroom_plan::TrunkRuntime::Ort));
+        assert_eq!(d.optimizer, Some(None), "auto");
+        let command = Cli::command();
+        for (flag, default) in expected {
+            let arg = command.get_arguments().find(|a| a.get_long() == Some(flag)).expect(flag);
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+            // clap drops a one-paragraph help's final full stop.
+            assert!(
+                help.trim_end_matches('.').ends_with(&format!("[default: {default}]")),
+                "--{flag}: `{help}`"
+            );
+        }
+    }
+
+    /// Nothing given: nothing asked (a resumed run keeps its own); a new run takes the defaults.
+    #[test]
+    fn only_the_flags_given_are_asked_for() {
+        use clap::Parser as _;
         let args = Cli::parse_from(["headroom", "--model", "m.onnx", "--data", "d.yaml"]).train;
-        let defaults = headroom_train::augment::AugmentConfig::ultralytics();
-        assert_eq!(hsv_gains(&args.hsv).expect("hsv"), [defaults.hsv_h, defaults.hsv_s, defaults.hsv_v]);
+        let asked = request_from_args(&args, true).expect("a request");
         assert_eq!(
-            (args.translate, args.scale, args.mosaic),
-            (defaults.translate, defaults.scale, defaults.mosaic)
+            asked,
+            RunRequest { model: asked.model.clone(), data: asked.data.clone(), ..RunRequest::default() }
         );
-        assert_eq!(args.batch, headroom_train::config::TrainConfig::default().batch);
-        let request = request_from_args(&args, false).expect("a request");
-        assert_eq!((request.batch, request.hsv, request.mosaic), (None, None, None));
-        assert_eq!(request.epochs, Some(args.epochs), "the other flags count with their defaults");
-        assert_eq!(args.train, headroom_run::request::DEFAULT_PART, "--train's default is the library's");
+        let new = new_run_request(&args).expect("a new run");
+        assert_eq!((new.epochs, new.batch, new.hsv, new.mosaic), (Some(30), None, None, None));
+        let given =
+            Cli::parse_from(["headroom", "--model", "m", "--data", "d", "--epochs", "5", "--no-checkpoint"])
+                .train;
+        let asked = request_from_args(&given, true).expect("a request");
+        assert_eq!((asked.epochs, asked.checkpoint, asked.seed), (Some(5), Some(false), None));
     }
 }
