@@ -86,6 +86,46 @@ impl ExportReport {
     }
 }
 
+/// The report as `headroom export` prints it: a row per file (size, speed, accuracy), the INT8
+/// calibration, the engines built.
+impl std::fmt::Display for ExportReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{:<6} {:>10} {:>14} {:>10}  file", "", "MB", "ms per image", "mAP50-95")?;
+        for r in &self.files {
+            let ms = r.ms_per_image.map_or("-".into(), |v| format!("{v:.2}"));
+            let map = r.map50_95.map_or("-".into(), |v| format!("{v:.4}"));
+            let mb = r.bytes as f64 / 1e6;
+            writeln!(f, "{:<6} {mb:>10.2} {ms:>14} {map:>10}  {}", r.precision, r.path.display())?;
+        }
+        if let Some(s) = &self.int8 {
+            let skipped = match s.skipped_images.len() {
+                0 => String::new(),
+                n => format!(", {n} skipped"),
+            };
+            let floats = if s.float_convs.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", s.float_convs.join(", "))
+            };
+            writeln!(
+                f,
+                "int8: {} calibration ({} images{skipped}), {} Convs int8, {} kept float{floats}; cache: {} tensors \
+                 for TensorRT {}",
+                s.method,
+                s.calibration_images,
+                s.quantized_convs,
+                s.float_convs.len(),
+                s.cache_tensors,
+                s.trt_version
+            )?;
+        }
+        for e in self.engines.iter().flatten() {
+            writeln!(f, "engine {}: {} (+ {})", e.precision, e.engine.display(), e.sidecar.display())?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,6 +59,26 @@ pub struct GateReport {
     pub settings: GateSettings,
 }
 
+/// The report as `headroom field gate` prints it: each condition, the images without labels, the
+/// decision.
+impl std::fmt::Display for GateReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for c in &self.conditions {
+            writeln!(f, "{:<4} {:<16} {}", if c.passed { "ok" } else { "FAIL" }, c.name, c.detail)?;
+        }
+        for (name, s) in [("holdout", Some(&self.holdout)), ("old scenes", self.old.as_ref())] {
+            if let Some(s) = s.filter(|s| s.without_labels > 0) {
+                writeln!(
+                    f,
+                    "{name}: {} of {} images without a label file (background)",
+                    s.without_labels, s.images
+                )?;
+            }
+        }
+        writeln!(f, "{}: {}", if self.deploy { "deploy" } else { "keep" }, self.decided_by)
+    }
+}
+
 /// One set evaluated with both models.
 pub struct Pair<'a> {
     /// The data.yaml.

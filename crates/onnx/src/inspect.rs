@@ -416,6 +416,81 @@ fn freeze_points(graph: &Graph, modules: &[Module], head: &Head) -> Vec<FreezePo
     points
 }
 
+/// `n` with thousands separators (`3,157,200`).
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The report as `headroom inspect` prints it.
+pub fn table(r: &Inspection) -> String {
+    use std::fmt::Write as _;
+
+    use crate::dim::format_shape;
+    let mut s = String::new();
+    let family = format!("{}{}", r.family, if r.end_to_end { " (end-to-end)" } else { "" });
+    let names = r.names.as_ref().map_or_else(|| "(not in metadata)".to_string(), |n| n.join(", "));
+    let exporter = r.exporter.as_deref().unwrap_or("unknown");
+    let strides: Vec<String> = r.strides.iter().map(ToString::to_string).collect();
+    let _ = writeln!(s, "model       {}", r.file);
+    let _ = writeln!(s, "family      {family} — {}", r.family_evidence);
+    let _ = writeln!(s, "exporter    Ultralytics {exporter}, opset {}", r.opset);
+    let kind = if r.dynamic { "dynamic" } else { "static" };
+    let _ = writeln!(s, "input       {} {} ({kind})", r.input, format_shape(&r.input_shape));
+    let _ = writeln!(s, "classes     {}: {names}", r.classes);
+    let _ = writeln!(s, "strides     {}", strides.join(", "));
+    for o in &r.outputs {
+        let _ = writeln!(s, "output      {} {} {}", o.name, format_shape(&o.shape), o.layout);
+    }
+    let module = r.head.module.map_or_else(|| "?".to_string(), |m| format!("model.{m}"));
+    let _ = writeln!(
+        s,
+        "head        {module}: reg_max {}, box convs {} ch, class convs {} ch (at {}x{})",
+        r.head.reg_max, r.head.box_channels, r.head.class_channels, r.inspected_size[0], r.inspected_size[1]
+    );
+    for l in &r.head.levels {
+        let _ = writeln!(
+            s,
+            "  stride {:>2}  {}x{}  box {} -> {}  class {} -> {}",
+            l.stride, l.grid[0], l.grid[1], l.box_conv, l.box_output, l.class_conv, l.class_output
+        );
+    }
+    let _ = writeln!(s, "parameters  {}", thousands(r.parameters));
+    let _ = writeln!(
+        s,
+        "\n{:>8} {:>6} {:>11}   {:>6} {:>11} {:>11}  name",
+        "module", "nodes", "parameters", "freeze", "frozen", "trainable"
+    );
+    for m in &r.modules {
+        let point = r.freeze_points.iter().find(|p| p.freeze == m.index);
+        let (freeze, frozen, trainable, name) = match point {
+            Some(p) => (
+                p.freeze.to_string(),
+                thousands(p.frozen_parameters),
+                thousands(p.trainable_parameters),
+                p.name.clone().unwrap_or_default(),
+            ),
+            None => ("-".into(), String::new(), String::new(), String::new()),
+        };
+        let _ = writeln!(
+            s,
+            "{:>8} {:>6} {:>11}   {freeze:>6} {frozen:>11} {trainable:>11}  {name}",
+            format!("model.{}", m.index),
+            m.nodes,
+            thousands(m.parameters)
+        );
+    }
+    let _ = writeln!(s, "\n`--freeze N` freezes model.0..N-1 (Ultralytics' meaning); `head` = {module}.");
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

@@ -272,6 +272,90 @@ pub fn step_down(batch: usize, checkpoint: bool, amp: bool, gpu: bool) -> Option
     None
 }
 
+/// The ladder as `headroom plan` prints it: the board and budget, a row per rung, the chosen (or
+/// smallest) rung's memory by component and by op, and the `headroom train` flags of the chosen one.
+pub fn table(
+    model: &std::path::Path,
+    (device, runs_on): (&crate::DevicePreset, crate::RunsOn),
+    budget: &crate::Budget,
+    plan: &Plan,
+) -> String {
+    use std::fmt::Write as _;
+    let file_name = |path: &std::path::Path| {
+        path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    };
+    let mib = |bytes: u64| format!("{:.0}", bytes as f64 / f64::from(1u32 << 20));
+    let format_size = crate::format_size;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} on {} ({}{}), training on {runs_on}: budget {} ({})",
+        file_name(model),
+        device.name,
+        device.description,
+        if device.unified { ", unified memory" } else { "" },
+        format_size(plan.budget),
+        budget.source
+    );
+    let _ = writeln!(
+        s,
+        "{:<16} {:>5} {:<10} {:<5} {:<4} {:<5} {:>5} {:>10} {:<4} {:>5} {:<6}",
+        "rung", "batch", "train", "ckpt", "amp", "cache", "imgsz", "peak", "fits", "time", "risk"
+    );
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    for (i, c) in plan.candidates.iter().enumerate() {
+        let e = &c.estimate;
+        let _ = writeln!(
+            s,
+            "{:<16} {:>5} {:<10} {:<5} {:<4} {:<5} {:>5} {:>10} {:<4} {:>5.2} {:<6}{}",
+            c.rung,
+            e.setup.batch,
+            e.setup.trainable.to_string().replace("freeze=0", "all"),
+            yes(e.setup.checkpoint),
+            yes(e.setup.amp),
+            yes(e.setup.cache_features),
+            e.setup.imgsz[0],
+            format_size(e.peak),
+            yes(c.fits),
+            c.time,
+            c.risk,
+            if plan.chosen == Some(i) { "  <- chosen" } else { "" }
+        );
+    }
+    let shown = plan.chosen.unwrap_or(plan.candidates.len().saturating_sub(1));
+    if let Some(c) = plan.candidates.get(shown) {
+        let parts: Vec<String> = c
+            .estimate
+            .components
+            .at_peak()
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(n, v)| format!("{n} {}", mib(*v)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{} `{}`, peak by component (MiB): {}",
+            if plan.chosen.is_some() { "chosen" } else { "smallest" },
+            c.rung,
+            parts.join(", ")
+        );
+        let by_op: Vec<String> =
+            c.estimate.saved_by_op.iter().take(6).map(|(op, v)| format!("{op} {}", mib(*v))).collect();
+        if !by_op.is_empty() {
+            let _ = writeln!(s, "kept for backward by op (plain backward, MiB): {}", by_op.join(", "));
+        }
+        if plan.chosen.is_some() {
+            let _ = writeln!(
+                s,
+                "train with: headroom train --model {} {}",
+                model.display(),
+                c.estimate.setup.train_flags()
+            );
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,6 +75,51 @@ pub struct CheckReport {
     pub threads: usize,
 }
 
+impl CheckReport {
+    /// The check as `headroom inspect --check` prints it; `export` says what kind of export a model that matches still
+    /// is not trained as (an FP16 export).
+    pub fn table(&self, export: Option<&str>) -> String {
+        use std::fmt::Write as _;
+        let r = self;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\ncheck       ONNX Runtime vs headroom executor (libtorch), input {:?}",
+            r.input_shape
+        );
+        for t in &r.tensors {
+            let _ = writeln!(
+                s,
+                "  {:<6} {:<40} {:<18} max abs {:.3e}  max rel {:.3e}",
+                t.role,
+                t.name,
+                format!("{:?}", t.shape),
+                t.max_abs,
+                t.max_rel
+            );
+        }
+        if let (Some(a), Some(b)) = (r.onnxruntime_ms, r.executor_ms) {
+            let _ = writeln!(
+                s,
+                "  forward (median, {} threads): ONNX Runtime {a:.2} ms, executor {b:.2} ms, ratio {:.2}",
+                r.threads,
+                b / a
+            );
+        }
+        let verdict = match (r.passed, export) {
+            (true, None) => "PASS: headroom can train this model".to_string(),
+            (true, Some(export)) => format!("PASS: the executor runs it as ONNX Runtime does; {export}"),
+            (false, _) => "FAIL: the executor differs".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "result      {verdict} (largest relative difference {:.3e}, tolerance {:.0e})",
+            r.max_rel, r.tolerance
+        );
+        s
+    }
+}
+
 fn input_tensor(report: &Inspection, options: &CheckOptions) -> Result<(Vec<usize>, Vec<f32>)> {
     let [h, w] = match (report.dynamic, options.imgsz) {
         (true, Some(s)) => [i64::from(s), i64::from(s)],

@@ -21,8 +21,8 @@ pub struct Args {
     #[arg(long, value_name = "data.yaml")]
     pub data: PathBuf,
     /// Which split to evaluate.
-    #[arg(long, value_enum, default_value_t = SplitArg::Val)]
-    pub split: SplitArg,
+    #[arg(long, value_enum, default_value_t = Split::Val)]
+    pub split: Split,
     /// Minimum confidence of a kept box (Ultralytics `val`'s default: mAP needs the low-confidence
     /// boxes too).
     #[arg(long, default_value_t = 0.001)]
@@ -35,8 +35,8 @@ pub struct Args {
     /// (resize the long side first, letterbox without enlarging, match in model-input pixels);
     /// `predict` prepares images as `headroom label` and Ultralytics' `predict` do and matches in
     /// image pixels.
-    #[arg(long, value_enum, default_value_t = PreprocessArg::Val)]
-    pub preprocess: PreprocessArg,
+    #[arg(long, value_enum, default_value_t = Preprocess::Val)]
+    pub preprocess: Preprocess,
     /// Execution providers.
     #[command(flatten)]
     pub provider: super::provider_args::ProviderArgs,
@@ -51,56 +51,17 @@ pub struct Args {
     pub json_out: Option<PathBuf>,
 }
 
-/// Dataset splits, as command-line values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SplitArg {
-    /// `train`.
-    Train,
-    /// `val`.
-    Val,
-    /// `test`.
-    Test,
-}
-
-/// Image preparation conventions, as command-line values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PreprocessArg {
-    /// Ultralytics `val` (fixed-shape model).
-    Val,
-    /// Ultralytics `predict`.
-    Predict,
-}
-
-impl From<PreprocessArg> for Preprocess {
-    fn from(preprocess: PreprocessArg) -> Self {
-        match preprocess {
-            PreprocessArg::Val => Preprocess::Val,
-            PreprocessArg::Predict => Preprocess::Predict,
-        }
-    }
-}
-
-impl From<SplitArg> for Split {
-    fn from(split: SplitArg) -> Self {
-        match split {
-            SplitArg::Train => Split::Train,
-            SplitArg::Val => Split::Val,
-            SplitArg::Test => Split::Test,
-        }
-    }
-}
-
 /// Runs `headroom eval`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let config = DataConfig::load(&args.data)?;
-    let split = load_split(&config, args.split.into(), LoadOptions { strict: args.strict })?;
+    let split = load_split(&config, args.split, LoadOptions { strict: args.strict })?;
     anyhow::ensure!(
         !split.images.is_empty(),
         "{}: the {} split has no usable image",
         args.data.display(),
         split.split
     );
-    check_labels_found(args, &split)?;
+    split.require_labels(&args.data)?;
     let decode = args.thresholds.apply(args.conf, DecodeOptions::val())?;
     let session = args.provider.session_options()?;
     let report = evaluate(args, &config, &split.images, &decode, &session)?;
@@ -116,34 +77,6 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// A split without label files gives meaningless numbers (every box a false positive): refuse it
-/// when no image has one, warn when some lack one (Ultralytics warns "no labels found").
-fn check_labels_found(args: &Args, split: &headroom_core::dataset::LoadedSplit) -> anyhow::Result<()> {
-    let report = &split.report;
-    let where_ = split
-        .images
-        .first()
-        .and_then(|r| r.label.parent())
-        .map_or_else(String::new, |p| format!(" (looked for them in {})", p.display()));
-    anyhow::ensure!(
-        report.labels_found > 0,
-        "{}: no image of the {} split has a label file{where_}; without labels there is nothing to \
-         measure (a folder of unlabelled images is for `headroom label`)",
-        args.data.display(),
-        split.split
-    );
-    if report.labels_missing > 0 {
-        tracing::warn!(
-            "{} of {} images of the {} split have no label file{where_}: they count as images without \
-             objects, and any box found on them as a false positive",
-            report.labels_missing,
-            split.images.len(),
-            split.split
-        );
-    }
-    Ok(())
-}
-
 #[cfg(feature = "onnxruntime")]
 fn evaluate(
     args: &Args,
@@ -155,7 +88,7 @@ fn evaluate(
     use anyhow::Context as _;
     let mut detector = headroom_infer::detector::Detector::open(&args.model, session)?;
     let bar = super::progress::bar(images.len() as u64, "eval");
-    let preprocess = args.preprocess.into();
+    let preprocess = args.preprocess;
     let report =
         headroom_infer::eval::evaluate(&mut detector, images, &config.names, decode, preprocess, |n| {
             bar.set_position(n as u64)
@@ -185,23 +118,5 @@ fn evaluate(
 
 /// Prints the table Ultralytics prints after `val`.
 fn print_table(report: &EvalReport) {
-    print!("{}", table(&report.metrics, &report.names));
-}
-
-/// The table Ultralytics prints after `val`: all classes, then one row per class with ground truth.
-pub(super) fn table(m: &headroom_core::metrics::Metrics, names: &[String]) -> String {
-    use std::fmt::Write as _;
-    let mut out = format!(
-        "{:>22}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
-        "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95"
-    );
-    let mut row = |name: &str, images: usize, instances: usize, p: f64, r: f64, a50: f64, a: f64| {
-        let _ = writeln!(out, "{name:>22}{images:>11}{instances:>11}{p:>11.3}{r:>11.3}{a50:>11.3}{a:>11.3}");
-    };
-    row("all", m.images, m.instances, m.precision, m.recall, m.map50, m.map50_95);
-    for c in &m.per_class {
-        let name = names.get(c.class).map(String::as_str).unwrap_or("?");
-        row(name, c.images, c.instances, c.precision, c.recall, c.ap50, c.ap50_95);
-    }
-    out
+    print!("{}", report.metrics.table(&report.names));
 }

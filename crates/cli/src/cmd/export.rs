@@ -169,7 +169,7 @@ impl Args {
             imgsz: self.imgsz,
             trt_version: self.trt_version,
             engine,
-            session: self.session_options(),
+            session: self.session_options()?,
             out: self.out.clone(),
             data: self.data.clone(),
             force: self.force,
@@ -178,21 +178,14 @@ impl Args {
 
     /// ONNX Runtime on `--device`: the CPU, or the CUDA provider on the GPU named (`auto`: the
     /// first, when this build has the provider and one is visible).
-    fn session_options(&self) -> SessionOptions {
-        let gpu = match self.device {
-            DeviceChoice::Cpu => None,
-            DeviceChoice::Cuda(n) => Some(n.unwrap_or(0)),
-            DeviceChoice::Auto => headroom_infer::provider::gpu_available().0.then_some(0),
+    fn session_options(&self) -> anyhow::Result<SessionOptions> {
+        let request = headroom_infer::provider::SessionRequest {
+            device: self.device,
+            providers: None,
+            fallback: false,
+            ..headroom_infer::provider::SessionRequest::cpu(self.threads)
         };
-        let cpu = SessionOptions { intra_threads: self.threads, ..Default::default() };
-        match gpu {
-            None => cpu,
-            Some(index) => SessionOptions {
-                providers: vec![headroom_infer::provider::ExecutionProvider::Cuda],
-                device_id: i32::try_from(index).unwrap_or(0),
-                ..cpu
-            },
-        }
+        Ok(request.options()?)
     }
 }
 
@@ -253,39 +246,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
 fn print_report(args: &Args, report: &ExportReport) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(report)?);
-        return Ok(());
-    }
-    println!("{:<6} {:>10} {:>14} {:>10}  file", "", "MB", "ms per image", "mAP50-95");
-    for r in &report.files {
-        let ms = r.ms_per_image.map_or("-".into(), |v| format!("{v:.2}"));
-        let map = r.map50_95.map_or("-".into(), |v| format!("{v:.4}"));
-        println!(
-            "{:<6} {:>10.2} {:>14} {:>10}  {}",
-            r.precision,
-            r.bytes as f64 / 1e6,
-            ms,
-            map,
-            r.path.display()
-        );
-    }
-    if let Some(s) = &report.int8 {
-        println!(
-            "int8: {} calibration ({} images{}), {} Convs int8, {} kept float{}; cache: {} tensors for TensorRT {}",
-            s.method,
-            s.calibration_images,
-            match s.skipped_images.len() {
-                0 => String::new(),
-                n => format!(", {n} skipped"),
-            },
-            s.quantized_convs,
-            s.float_convs.len(),
-            if s.float_convs.is_empty() { String::new() } else { format!(" ({})", s.float_convs.join(", ")) },
-            s.cache_tensors,
-            s.trt_version
-        );
-    }
-    for e in report.engines.iter().flatten() {
-        println!("engine {}: {} (+ {})", e.precision, e.engine.display(), e.sidecar.display());
+    } else {
+        print!("{report}");
     }
     Ok(())
 }

@@ -1,11 +1,9 @@
 //! `headroom inspect MODEL.onnx`: what a detector export is and where it can be split for training.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use headroom_onnx::Model;
-use headroom_onnx::dim::format_shape;
 use headroom_onnx::inspect::{Inspection, inspect};
 
 use super::Outcome;
@@ -60,7 +58,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             let both = serde_json::json!({ "inspection": report, "qdq_nodes": qdq_nodes, "check": null });
             println!("{}", serde_json::to_string_pretty(&both).context("serialising the report")?);
         } else {
-            print!("{}{result}", table(&report));
+            print!("{}{result}", headroom_onnx::inspect::table(&report));
         }
         return Ok(Outcome::CheckFailed);
     }
@@ -72,7 +70,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             }
             println!("{}", serde_json::to_string_pretty(&json).context("serialising the report")?);
         } else {
-            print!("{}", table(&report));
+            print!("{}", headroom_onnx::inspect::table(&report));
             if let Some(note) = &export {
                 println!("\nexport      {note}");
             }
@@ -113,7 +111,7 @@ fn check(args: &Args, model: &Model, report: &Inspection) -> anyhow::Result<Outc
         println!("{}", serde_json::to_string_pretty(&both).context("serialising the report")?);
     } else {
         let export = export_note(model, 0);
-        print!("{}{}", table(report), check_table(&result, export.as_deref()));
+        print!("{}{}", headroom_onnx::inspect::table(report), result.table(export.as_deref()));
     }
     Ok(if result.passed { Outcome::Success } else { Outcome::CheckFailed })
 }
@@ -124,115 +122,4 @@ fn check(_args: &Args, _model: &Model, _report: &Inspection) -> anyhow::Result<O
         "`inspect --check` needs ONNX Runtime and libtorch: rebuild with `--features onnxruntime,libtorch` \
          (scripts/setup.sh installs both)"
     )
-}
-
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// The human-readable report.
-fn table(r: &Inspection) -> String {
-    let mut s = String::new();
-    let family = format!("{}{}", r.family, if r.end_to_end { " (end-to-end)" } else { "" });
-    let names = r.names.as_ref().map_or_else(|| "(not in metadata)".to_string(), |n| n.join(", "));
-    let exporter = r.exporter.as_deref().unwrap_or("unknown");
-    let strides: Vec<String> = r.strides.iter().map(ToString::to_string).collect();
-    let _ = writeln!(s, "model       {}", r.file);
-    let _ = writeln!(s, "family      {family} — {}", r.family_evidence);
-    let _ = writeln!(s, "exporter    Ultralytics {exporter}, opset {}", r.opset);
-    let kind = if r.dynamic { "dynamic" } else { "static" };
-    let _ = writeln!(s, "input       {} {} ({kind})", r.input, format_shape(&r.input_shape));
-    let _ = writeln!(s, "classes     {}: {names}", r.classes);
-    let _ = writeln!(s, "strides     {}", strides.join(", "));
-    for o in &r.outputs {
-        let _ = writeln!(s, "output      {} {} {}", o.name, format_shape(&o.shape), o.layout);
-    }
-    let module = r.head.module.map_or_else(|| "?".to_string(), |m| format!("model.{m}"));
-    let _ = writeln!(
-        s,
-        "head        {module}: reg_max {}, box convs {} ch, class convs {} ch (at {}x{})",
-        r.head.reg_max, r.head.box_channels, r.head.class_channels, r.inspected_size[0], r.inspected_size[1]
-    );
-    for l in &r.head.levels {
-        let _ = writeln!(
-            s,
-            "  stride {:>2}  {}x{}  box {} -> {}  class {} -> {}",
-            l.stride, l.grid[0], l.grid[1], l.box_conv, l.box_output, l.class_conv, l.class_output
-        );
-    }
-    let _ = writeln!(s, "parameters  {}", thousands(r.parameters));
-    let _ = writeln!(
-        s,
-        "\n{:>8} {:>6} {:>11}   {:>6} {:>11} {:>11}  name",
-        "module", "nodes", "parameters", "freeze", "frozen", "trainable"
-    );
-    for m in &r.modules {
-        let point = r.freeze_points.iter().find(|p| p.freeze == m.index);
-        let (freeze, frozen, trainable, name) = match point {
-            Some(p) => (
-                p.freeze.to_string(),
-                thousands(p.frozen_parameters),
-                thousands(p.trainable_parameters),
-                p.name.clone().unwrap_or_default(),
-            ),
-            None => ("-".into(), String::new(), String::new(), String::new()),
-        };
-        let _ = writeln!(
-            s,
-            "{:>8} {:>6} {:>11}   {freeze:>6} {frozen:>11} {trainable:>11}  {name}",
-            format!("model.{}", m.index),
-            m.nodes,
-            thousands(m.parameters)
-        );
-    }
-    let _ = writeln!(s, "\n`--freeze N` freezes model.0..N-1 (Ultralytics' meaning); `head` = {module}.");
-    s
-}
-
-/// The human-readable check report; `export` says what kind of export a model that matches still
-/// is not trained as (an FP16 export).
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn check_table(r: &headroom_run::parity::CheckReport, export: Option<&str>) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ =
-        writeln!(s, "\ncheck       ONNX Runtime vs headroom executor (libtorch), input {:?}", r.input_shape);
-    for t in &r.tensors {
-        let _ = writeln!(
-            s,
-            "  {:<6} {:<40} {:<18} max abs {:.3e}  max rel {:.3e}",
-            t.role,
-            t.name,
-            format!("{:?}", t.shape),
-            t.max_abs,
-            t.max_rel
-        );
-    }
-    if let (Some(a), Some(b)) = (r.onnxruntime_ms, r.executor_ms) {
-        let _ = writeln!(
-            s,
-            "  forward (median, {} threads): ONNX Runtime {a:.2} ms, executor {b:.2} ms, ratio {:.2}",
-            r.threads,
-            b / a
-        );
-    }
-    let verdict = match (r.passed, export) {
-        (true, None) => "PASS: headroom can train this model".to_string(),
-        (true, Some(export)) => format!("PASS: the executor runs it as ONNX Runtime does; {export}"),
-        (false, _) => "FAIL: the executor differs".to_string(),
-    };
-    let _ = writeln!(
-        s,
-        "result      {verdict} (largest relative difference {:.3e}, tolerance {:.0e})",
-        r.max_rel, r.tolerance
-    );
-    s
 }

@@ -121,21 +121,11 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
 
     let interrupt = super::interrupt::Interrupt::install()?;
     let mut options = args.provider.session_options()?;
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let threads = match options.intra_threads {
-        0 => cores,
-        n => n,
-    };
-    let cpu_only = options.providers.iter().all(|p| *p == headroom_infer::provider::ExecutionProvider::Cpu);
-    let streams = match args.streams {
-        Some(n) => usize::from(n),
-        None if cpu_only && threads >= 2 => 2,
-        None => 1,
-    };
-    if streams > 1 {
-        options.intra_threads = (threads / streams).max(1);
-    }
-    let workers = args.workers.unwrap_or_else(|| cores.div_ceil(4)).max(1);
+    let (streams, workers) = headroom_infer::label::pipeline::parallelism(
+        &mut options,
+        args.streams.map(usize::from),
+        args.workers,
+    );
     let mut teachers = (0..streams)
         .map(|_| headroom_infer::detector::Detector::open(&args.teacher, &options))
         .collect::<Result<Vec<_>, _>>()
@@ -180,42 +170,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
     if args.json {
         println!("{}", serde_json::to_string_pretty(&manifest)?);
     } else {
-        let c = &manifest.counts;
-        println!(
-            "labelled {} of {} images ({} already done, {} skipped, {} beside human labels) in {:.1} s ({:.1} images/s, {})",
-            c.labelled,
-            c.images,
-            c.already_done,
-            c.skipped,
-            c.conflicts,
-            manifest.wall_seconds,
-            manifest.images_per_second,
-            manifest.provider
-        );
-        println!(
-            "boxes: {} ({} dropped by the class map, {} by --min-box)",
-            c.boxes, c.dropped_unmapped, c.dropped_small
-        );
-        let split = &manifest.split;
-        if split.val > 0 {
-            println!(
-                "split: {} train, {} val (--val-fraction {}, --seed {}; {} and {})",
-                split.train,
-                split.val,
-                split.val_fraction,
-                split.seed,
-                headroom_infer::label::split::TRAIN_LIST,
-                headroom_infer::label::split::VAL_LIST
-            );
-        } else {
-            println!(
-                "split: none held out (--val-fraction {}): val is the {} training images",
-                split.val_fraction, split.train
-            );
-        }
-        for s in &manifest.skipped {
-            println!("skipped {}: {}", s.path.display(), s.reason);
-        }
+        print!("{manifest}");
         let preview = args.out.join(headroom_infer::label::preview::PREVIEW_FILE);
         if preview.exists() {
             println!("preview: {}", preview.display());

@@ -2,7 +2,6 @@
 //! estimated from the model's graph, against the device's budget (docs/PLAN.md). Exit 1 when
 //! nothing fits, naming the least budget that would.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -11,7 +10,8 @@ use headroom_plan::{Budget, DevicePreset, Plan, Planner, Setup, format_size};
 
 use super::Outcome;
 use super::device_arg::{BoardArgs, DEVICE_VALUES, device_arg};
-use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, TrunkArg, part_arg};
+use super::train_shared::{DEFAULT_BATCH, DEFAULT_PART, OptimizerArg, part_arg};
+use headroom_plan::TrunkRuntime;
 use headroom_plan::{DeviceChoice, RunsOn};
 
 /// Arguments of `headroom plan`. The ladder starts from what `headroom train` does by default
@@ -52,8 +52,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = OptimizerArg::Auto)]
     pub optimizer: OptimizerArg,
     /// What runs the frozen trunk (as `headroom train --trunk`).
-    #[arg(long, value_enum, default_value_t = TrunkArg::Ort)]
-    pub trunk: TrunkArg,
+    #[arg(long, value_enum, default_value_t = TrunkRuntime::Ort)]
+    pub trunk: TrunkRuntime,
     /// Objects per image the loss' assigner is sized for.
     #[arg(long, default_value_t = 16, value_name = "N")]
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
@@ -104,7 +104,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let trainable = args.train;
     let model = headroom_onnx::Model::load(&args.model)?;
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-    super::train_shared::refuse_fp16(&args.model, &model)?;
+    headroom_run::inputs::refuse_fp16(&args.model, &model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
     let device = headroom_plan::resolve_board(
         args.board.board.as_deref().unwrap_or("auto"),
@@ -115,7 +115,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let mut start = Setup::start(&inspection, trainable, args.imgsz, args.batch)?;
     start.checkpoint = !args.no_checkpoint;
     start.optimizer = args.optimizer.planned();
-    start.trunk = args.trunk.into();
+    start.trunk = args.trunk;
     start.objects = args.objects;
     start.images = args.images;
     start.augment = !args.no_augment;
@@ -142,7 +142,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{}", table(&args.model, (&device, runs_on), &budget, &plan));
+        print!("{}", headroom_plan::ladder::table(&args.model, (&device, runs_on), &budget, &plan));
     }
     match plan.chosen {
         Some(_) => Ok(Outcome::Success),
@@ -184,10 +184,6 @@ pub fn budget(
     Ok(headroom_plan::budget_on((args.budget.as_deref(), &args.reserve), board, device, named)?)
 }
 
-fn mib(bytes: u64) -> String {
-    format!("{:.0}", bytes as f64 / f64::from(1u32 << 20))
-}
-
 /// `plan` as [`headroom_plot::write_plan_chart`] draws it: every size in MiB.
 fn plan_chart(plan: &Plan, title: String) -> headroom_plot::PlanChart {
     let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
@@ -206,75 +202,4 @@ fn plan_chart(plan: &Plan, title: String) -> headroom_plot::PlanChart {
         })
         .collect();
     headroom_plot::PlanChart { title, budget_mib: mib(plan.budget), rungs, chosen: plan.chosen }
-}
-
-fn table(model: &Path, (device, runs_on): (&DevicePreset, RunsOn), budget: &Budget, plan: &Plan) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{} on {} ({}{}), training on {runs_on}: budget {} ({})",
-        file_name(model),
-        device.name,
-        device.description,
-        if device.unified { ", unified memory" } else { "" },
-        format_size(plan.budget),
-        budget.source
-    );
-    let _ = writeln!(
-        s,
-        "{:<16} {:>5} {:<10} {:<5} {:<4} {:<5} {:>5} {:>10} {:<4} {:>5} {:<6}",
-        "rung", "batch", "train", "ckpt", "amp", "cache", "imgsz", "peak", "fits", "time", "risk"
-    );
-    let yes = |b: bool| if b { "yes" } else { "no" };
-    for (i, c) in plan.candidates.iter().enumerate() {
-        let e = &c.estimate;
-        let _ = writeln!(
-            s,
-            "{:<16} {:>5} {:<10} {:<5} {:<4} {:<5} {:>5} {:>10} {:<4} {:>5.2} {:<6}{}",
-            c.rung,
-            e.setup.batch,
-            e.setup.trainable.to_string().replace("freeze=0", "all"),
-            yes(e.setup.checkpoint),
-            yes(e.setup.amp),
-            yes(e.setup.cache_features),
-            e.setup.imgsz[0],
-            format_size(e.peak),
-            yes(c.fits),
-            c.time,
-            c.risk,
-            if plan.chosen == Some(i) { "  <- chosen" } else { "" }
-        );
-    }
-    let shown = plan.chosen.unwrap_or(plan.candidates.len().saturating_sub(1));
-    if let Some(c) = plan.candidates.get(shown) {
-        let parts: Vec<String> = c
-            .estimate
-            .components
-            .at_peak()
-            .iter()
-            .filter(|(_, v)| *v > 0)
-            .map(|(n, v)| format!("{n} {}", mib(*v)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "{} `{}`, peak by component (MiB): {}",
-            if plan.chosen.is_some() { "chosen" } else { "smallest" },
-            c.rung,
-            parts.join(", ")
-        );
-        let by_op: Vec<String> =
-            c.estimate.saved_by_op.iter().take(6).map(|(op, v)| format!("{op} {}", mib(*v))).collect();
-        if !by_op.is_empty() {
-            let _ = writeln!(s, "kept for backward by op (plain backward, MiB): {}", by_op.join(", "));
-        }
-        if plan.chosen.is_some() {
-            let _ = writeln!(
-                s,
-                "train with: headroom train --model {} {}",
-                model.display(),
-                c.estimate.setup.train_flags()
-            );
-        }
-    }
-    s
 }

@@ -11,7 +11,7 @@ pub use super::train_args::Args;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 use super::train_args::{AllocatorArg, PlanMode};
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-use super::train_shared::refuse_fp16;
+use headroom_run::inputs::refuse_fp16;
 
 /// Runs `headroom train`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
@@ -128,7 +128,7 @@ fn best_table(results: &headroom_run::folder::RunResults) -> anyhow::Result<Stri
     };
     let spec = headroom_run::spec::RunSpec::load(&results.run)?;
     let config = DataConfig::load(&spec.data)?;
-    Ok(super::eval::table(metrics, &config.names))
+    Ok(metrics.table(&config.names))
 }
 
 /// The end of a run in one line: where its files are and which epoch `best.onnx` is.

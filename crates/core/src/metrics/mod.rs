@@ -93,6 +93,28 @@ pub struct Metrics {
     pub per_class: Vec<ClassMetrics>,
 }
 
+impl Metrics {
+    /// The table Ultralytics prints after `val`: all classes, then one row per class with ground truth.
+    pub fn table(&self, names: &[String]) -> String {
+        use std::fmt::Write as _;
+        let m = self;
+        let mut out = format!(
+            "{:>22}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+            "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95"
+        );
+        let mut row = |name: &str, images: usize, instances: usize, p: f64, r: f64, a50: f64, a: f64| {
+            let _ =
+                writeln!(out, "{name:>22}{images:>11}{instances:>11}{p:>11.3}{r:>11.3}{a50:>11.3}{a:>11.3}");
+        };
+        row("all", m.images, m.instances, m.precision, m.recall, m.map50, m.map50_95);
+        for c in &m.per_class {
+            let name = names.get(c.class).map(String::as_str).unwrap_or("?");
+            row(name, c.images, c.instances, c.precision, c.recall, c.ap50, c.ap50_95);
+        }
+        out
+    }
+}
+
 /// Accumulates per-image matches over an evaluation set, as `DetectionValidator.update_metrics`
 /// accumulates `DetMetrics.stats`.
 #[derive(Debug, Clone, Default)]

@@ -177,3 +177,51 @@ impl LabelManifest {
 fn one() -> usize {
     1
 }
+
+/// The manifest as `headroom label` prints it: the counts, the boxes, the split, each skipped image.
+impl std::fmt::Display for LabelManifest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.counts;
+        writeln!(
+            f,
+            "labelled {} of {} images ({} already done, {} skipped, {} beside human labels) in {:.1} s ({:.1} \
+             images/s, {})",
+            c.labelled,
+            c.images,
+            c.already_done,
+            c.skipped,
+            c.conflicts,
+            self.wall_seconds,
+            self.images_per_second,
+            self.provider
+        )?;
+        writeln!(
+            f,
+            "boxes: {} ({} dropped by the class map, {} by --min-box)",
+            c.boxes, c.dropped_unmapped, c.dropped_small
+        )?;
+        let split = &self.split;
+        if split.val > 0 {
+            writeln!(
+                f,
+                "split: {} train, {} val (--val-fraction {}, --seed {}; {} and {})",
+                split.train,
+                split.val,
+                split.val_fraction,
+                split.seed,
+                super::split::TRAIN_LIST,
+                super::split::VAL_LIST
+            )?;
+        } else {
+            writeln!(
+                f,
+                "split: none held out (--val-fraction {}): val is the {} training images",
+                split.val_fraction, split.train
+            )?;
+        }
+        for s in &self.skipped {
+            writeln!(f, "skipped {}: {}", s.path.display(), s.reason)?;
+        }
+        Ok(())
+    }
+}
