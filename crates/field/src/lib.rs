@@ -17,6 +17,8 @@
 //!   [`service`]: the systemd service and timer of the nightly run.
 //! - [`faults`]: the kill points the loop's restart tests use.
 
+#[cfg(feature = "onnxruntime")]
+pub mod ask;
 pub mod calendar;
 pub mod deploy;
 pub mod disk;

@@ -3,7 +3,7 @@
 //! the models `train` refuses.
 
 use headroom_onnx::Trainable;
-use headroom_plan::{Optimizer, TrunkRuntime};
+use headroom_plan::Optimizer;
 
 /// What trains by default (`--train`; `headroom plan` starts its ladder from it and freezes more
 /// only when memory asks for it): everything, the configuration that adapted most within the
@@ -42,34 +42,4 @@ impl OptimizerArg {
     pub fn planned(self) -> Optimizer {
         self.chosen().unwrap_or(Optimizer::AdamW)
     }
-}
-
-/// `--trunk`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TrunkArg {
-    /// ONNX Runtime on the trunk cut out of the same file.
-    Ort,
-    /// headroom's libtorch executor.
-    Torch,
-}
-
-impl From<TrunkArg> for TrunkRuntime {
-    fn from(arg: TrunkArg) -> TrunkRuntime {
-        match arg {
-            TrunkArg::Ort => TrunkRuntime::Ort,
-            TrunkArg::Torch => TrunkRuntime::Torch,
-        }
-    }
-}
-
-/// A model with float16 weights (headroom's FP16 export) cannot be trained: say which file to train.
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-pub fn refuse_fp16(path: &std::path::Path, model: &headroom_onnx::Model) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        !model.has_float16_weights(),
-        "{}: its weights are float16: this is an FP16 export; train {}",
-        path.display(),
-        headroom_onnx::fp32_source(path)
-    );
-    Ok(())
 }

@@ -107,6 +107,39 @@ pub struct LoadedSplit {
     pub report: LoadReport,
 }
 
+impl LoadedSplit {
+    /// A split without label files gives meaningless numbers (every box a false positive): refused
+    /// when no image has one, with a warning when some lack one (Ultralytics warns "no labels
+    /// found"). `data`: the data.yaml, for the message.
+    pub fn require_labels(&self, data: &std::path::Path) -> Result<()> {
+        let where_ = self
+            .images
+            .first()
+            .and_then(|r| r.label.parent())
+            .map_or_else(String::new, |p| format!(" (looked for them in {})", p.display()));
+        if self.report.labels_found == 0 {
+            return Err(Error::Dataset {
+                path: data.to_path_buf(),
+                message: format!(
+                    "no image of the {} split has a label file{where_}; without labels there is nothing to measure \
+                     (a folder of unlabelled images is for `headroom label`)",
+                    self.split
+                ),
+            });
+        }
+        if self.report.labels_missing > 0 {
+            tracing::warn!(
+                "{} of {} images of the {} split have no label file{where_}: they count as images without \
+                 objects, and any box found on them as a false positive",
+                self.report.labels_missing,
+                self.images.len(),
+                self.split
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Lists, checks and reads a split of a dataset. Errors (a split absent from the data.yaml or
 /// pointing nowhere, no images, or in strict mode the first bad image) name the file at fault.
 pub fn load_split(config: &DataConfig, split: Split, options: LoadOptions) -> Result<LoadedSplit> {

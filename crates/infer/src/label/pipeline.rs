@@ -36,6 +36,32 @@ pub struct PipelineSettings {
     pub settle: std::time::Duration,
 }
 
+/// The teacher sessions labelling runs side by side and the workers that prepare their images:
+/// `streams` as asked, else 2 on a CPU-only session with two cores or more (1 otherwise), the CPU
+/// threads split between them; `workers` as asked, else a quarter of the cores. Changes
+/// `options.intra_threads` to each stream's share; returns `(streams, workers)`.
+pub fn parallelism(
+    options: &mut crate::provider::SessionOptions,
+    streams: Option<usize>,
+    workers: Option<usize>,
+) -> (usize, usize) {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = match options.intra_threads {
+        0 => cores,
+        n => n,
+    };
+    let cpu_only = options.providers.iter().all(|p| *p == crate::provider::ExecutionProvider::Cpu);
+    let streams = match streams {
+        Some(n) => n,
+        None if cpu_only && threads >= 2 => 2,
+        None => 1,
+    };
+    if streams > 1 {
+        options.intra_threads = (threads / streams).max(1);
+    }
+    (streams, workers.unwrap_or_else(|| cores.div_ceil(4)).max(1))
+}
+
 /// One letterboxed image, or why it could not be read.
 #[derive(Debug)]
 pub enum Prepared {

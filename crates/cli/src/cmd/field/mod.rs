@@ -20,15 +20,15 @@ use anyhow::Context as _;
 
 use super::Outcome;
 use super::device_arg::{DEVICE_VALUES, device_arg};
-use super::provider_args::{ProviderArg, count_arg};
-use headroom_field::field_run::{self, FieldRun, StepSettings};
+use super::provider_args::count_arg;
+use headroom_field::ask::FieldAsk;
+use headroom_field::field_run::{self, FieldRun};
 use headroom_field::inputs::{Given, absolute_file, check_inputs, class_names, work_dir};
 use headroom_field::runner::ChildRunner;
-use headroom_field::state::RunSettings;
 use headroom_field::{deploy, gate, preset};
+use headroom_infer::provider::ExecutionProvider;
 use headroom_plan::DeviceChoice;
 use headroom_run::limits;
-use headroom_run::request::RunRequest;
 
 /// Arguments of `headroom field`.
 #[derive(Debug, clap::Args)]
@@ -149,7 +149,7 @@ pub struct RunArgs {
     /// Execution providers of labelling and the gate, e.g. `tensorrt,cuda,cpu` (a provider that
     /// fails to register is skipped with a warning) [default: from --device, as `headroom label`].
     #[arg(long, value_enum, value_delimiter = ',')]
-    pub ep: Option<Vec<ProviderArg>>,
+    pub ep: Option<Vec<ExecutionProvider>>,
     /// The state folder, outside --images [default: DEPLOYED's folder/.headroom-field/DEPLOYED's
     /// file name: each deployed model has its own].
     #[arg(long, value_name = "DIR")]
@@ -235,18 +235,7 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        for c in &report.conditions {
-            println!("{:<4} {:<16} {}", if c.passed { "ok" } else { "FAIL" }, c.name, c.detail);
-        }
-        for (name, s) in [("holdout", Some(&report.holdout)), ("old scenes", report.old.as_ref())] {
-            if let Some(s) = s.filter(|s| s.without_labels > 0) {
-                println!(
-                    "{name}: {} of {} images without a label file (background)",
-                    s.without_labels, s.images
-                );
-            }
-        }
-        println!("{}: {}", if report.deploy { "deploy" } else { "keep" }, report.decided_by);
+        print!("{report}");
     }
     Ok(if report.deploy { Outcome::Success } else { Outcome::CheckFailed })
 }
@@ -259,10 +248,10 @@ fn cpu_session(threads: usize) -> anyhow::Result<headroom_infer::provider::Sessi
 /// The steps' sessions: `--device`, `--ep` (a provider that fails to register is skipped).
 fn provider_session(
     device: DeviceChoice,
-    ep: Option<&[ProviderArg]>,
+    ep: Option<&[ExecutionProvider]>,
     threads: usize,
 ) -> anyhow::Result<headroom_infer::provider::SessionOptions> {
-    let providers = ep.map(|list| list.iter().map(|&p| p.into()).collect());
+    let providers = ep.map(<[ExecutionProvider]>::to_vec);
     let request = headroom_infer::provider::SessionRequest {
         device,
         providers,
@@ -299,33 +288,22 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
     deploy::remove_stale_temporaries(&inputs.deployed, &work)?;
     let keep_runs = args.keep_runs.or(preset.keep_runs).unwrap_or(preset::DEFAULT_KEEP_RUNS);
-    let max_images = args.max_images.or(preset.max_images).unwrap_or(preset::DEFAULT_MAX_IMAGES);
-    // The flags given over the preset: what the child `train` is asked for.
-    let mut overrides = RunRequest { epochs: args.epochs, part: args.train, ..RunRequest::default() };
-    if let Some(hours) = args.time {
-        anyhow::ensure!(
-            limits::hours(hours),
-            "--time {hours}: hours, more than 0 and at most {}",
-            limits::HOURS_MAX
-        );
-        overrides.time_hours = Some(hours);
-    }
-    let mut request = overrides.clone();
-    preset.apply(&mut request, Some(&inputs.teacher));
-    let settings = RunSettings {
-        images: inputs.images.clone(),
-        teacher: inputs.teacher.clone(),
-        holdout: inputs.holdout.clone(),
-        old: inputs.old.clone(),
-        preset: preset_name.clone(),
-        preset_toml: toml::to_string(&preset)?,
-        board: device.name.clone(),
-        runs_on: args.device.to_string(),
+    let ask = FieldAsk {
+        inputs,
+        preset_name: preset_name.clone(),
+        preset,
+        board: device.clone(),
+        device: args.device,
         reserve: args.reserve.clone(),
-        overrides: preset::train_flags(&overrides),
-        model: inputs.deployed.clone(),
+        epochs: args.epochs,
+        part: args.train,
+        time_hours: args.time,
+        providers: args.ep.clone(),
+        threads: args.threads,
+        max_images: args.max_images,
     };
-    let mut field_run = FieldRun::open(&work, &inputs.deployed, &settings, keep_runs)?;
+    let (settings, steps) = ask.settings()?;
+    let mut field_run = FieldRun::open(&work, &steps.inputs.deployed, &settings, keep_runs)?;
     let (run, state) = (field_run.dir().to_path_buf(), field_run.state());
     if field_run.continued() {
         let done: Vec<&str> = state.done.iter().map(|s| s.name()).collect();
@@ -340,24 +318,6 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     field_run.keep_board(&device)?;
-    let steps = StepSettings {
-        preset_name: preset_name.clone(),
-        gate: preset.gate.clone(),
-        distill: preset.distill,
-        augment: preset.augment,
-        train_part: request.part.unwrap_or(headroom_run::request::DEFAULT_PART),
-        train_flags: preset::train_flags(&request),
-        runs_on: args.device.to_string(),
-        board: device.name.clone(),
-        reserve: args.reserve.clone(),
-        ep: args
-            .ep
-            .as_ref()
-            .map(|list| list.iter().map(|e| format!("{e:?}").to_lowercase()).collect::<Vec<_>>().join(",")),
-        threads: args.threads,
-        max_images,
-        inputs,
-    };
     let interrupt = super::interrupt::Interrupt::install()?;
     let mut runner = ChildRunner::new(
         std::env::current_exe().context("finding this binary")?,

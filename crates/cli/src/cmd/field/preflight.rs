@@ -21,7 +21,7 @@ pub fn check(
     board: &headroom_plan::DevicePreset,
 ) -> anyhow::Result<()> {
     let model = headroom_onnx::Model::load(&inputs.deployed).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
-    crate::cmd::train_shared::refuse_fp16(&inputs.deployed, &model).map_err(|e| {
+    headroom_run::inputs::refuse_fp16(&inputs.deployed, &model).map_err(|e| {
         anyhow::anyhow!("--model: {e:#}: deploy the FP32 model the FP16 one was exported from")
     })?;
     let student = headroom_onnx::inspect::inspect(&model).with_context(|| {

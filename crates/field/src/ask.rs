@@ -1,0 +1,95 @@
+//! What `headroom field run` asks, resolved: the flags given over the preset (over `headroom
+//! train`'s defaults) into the run's settings, which `state.json` records, and the steps' settings.
+
+use headroom_onnx::Trainable;
+use headroom_plan::{DeviceChoice, DevicePreset};
+use headroom_run::limits;
+use headroom_run::request::RunRequest;
+
+use crate::field_run::StepSettings;
+use crate::inputs::Inputs;
+use crate::preset::{self, RunPreset};
+use crate::state::RunSettings;
+use crate::{Error, Result};
+
+/// One field run as asked: the checked inputs, the preset, the board, and the flags given.
+#[derive(Debug, Clone)]
+pub struct FieldAsk {
+    /// The checked inputs.
+    pub inputs: Inputs,
+    /// The preset's name (or file).
+    pub preset_name: String,
+    /// The preset.
+    pub preset: RunPreset,
+    /// The board planned for.
+    pub board: DevicePreset,
+    /// Where every step runs.
+    pub device: DeviceChoice,
+    /// Memory left to the running service (`600MiB`).
+    pub reserve: String,
+    /// Epochs, over the preset's.
+    pub epochs: Option<usize>,
+    /// What trains, over the preset's.
+    pub part: Option<Trainable>,
+    /// The training's time budget in hours, over the preset's.
+    pub time_hours: Option<f64>,
+    /// Execution providers of labelling and the gate, in order.
+    pub providers: Option<Vec<headroom_infer::provider::ExecutionProvider>>,
+    /// Threads of every step (0: the libraries' defaults).
+    pub threads: usize,
+    /// The labelled set's bound, over the preset's.
+    pub max_images: Option<usize>,
+}
+
+impl FieldAsk {
+    /// The run's settings (what a rerun must agree with to continue) and the steps' settings.
+    pub fn settings(&self) -> Result<(RunSettings, StepSettings)> {
+        if let Some(hours) = self.time_hours.filter(|h| !limits::hours(*h)) {
+            let max = limits::HOURS_MAX;
+            return Err(Error::refused(format!("--time {hours}: hours, more than 0 and at most {max}")));
+        }
+        // The flags given over the preset: what the child `train` is asked for.
+        let overrides = RunRequest {
+            epochs: self.epochs,
+            part: self.part,
+            time_hours: self.time_hours,
+            ..RunRequest::default()
+        };
+        let mut request = overrides.clone();
+        self.preset.apply(&mut request, Some(&self.inputs.teacher));
+        let inputs = &self.inputs;
+        let run = RunSettings {
+            images: inputs.images.clone(),
+            teacher: inputs.teacher.clone(),
+            holdout: inputs.holdout.clone(),
+            old: inputs.old.clone(),
+            preset: self.preset_name.clone(),
+            preset_toml: toml::to_string(&self.preset)
+                .map_err(|e| Error::refused(format!("writing the preset {}: {e}", self.preset_name)))?,
+            board: self.board.name.clone(),
+            runs_on: self.device.to_string(),
+            reserve: self.reserve.clone(),
+            overrides: preset::train_flags(&overrides),
+            model: inputs.deployed.clone(),
+        };
+        let steps = StepSettings {
+            preset_name: self.preset_name.clone(),
+            gate: self.preset.gate.clone(),
+            distill: self.preset.distill,
+            augment: self.preset.augment,
+            train_part: request.part.unwrap_or(headroom_run::request::DEFAULT_PART),
+            train_flags: preset::train_flags(&request),
+            runs_on: self.device.to_string(),
+            board: self.board.name.clone(),
+            reserve: self.reserve.clone(),
+            ep: self
+                .providers
+                .as_ref()
+                .map(|list| list.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")),
+            threads: self.threads,
+            max_images: self.max_images.or(self.preset.max_images).unwrap_or(preset::DEFAULT_MAX_IMAGES),
+            inputs: inputs.clone(),
+        };
+        Ok((run, steps))
+    }
+}
