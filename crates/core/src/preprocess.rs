@@ -23,6 +23,7 @@ use crate::dataset::YoloLabel;
 use crate::letterbox::{Letterbox, LetterboxOptions, resize_bilinear_like_opencv};
 
 /// Which Ultralytics pipeline to reproduce when preparing images for a model.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Preprocess {

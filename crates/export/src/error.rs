@@ -4,7 +4,8 @@
 
 use std::fmt::Display;
 
-/// Errors of `headroom-export`.
+/// Errors of `headroom-export`, and of `headroom-field`, which runs the export as a step and
+/// refuses, wraps and chains causes alike (it re-exports this type).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An input or a setting the export refuses, with its reason (the file or flag named).
@@ -98,6 +99,7 @@ impl<T, E: Into<Error>> Context<T> for std::result::Result<T, E> {
 }
 
 /// Returns an [`Error::Refused`] with the formatted message unless `cond` holds.
+#[macro_export]
 macro_rules! ensure {
     ($cond:expr, $($message:tt)+) => {
         if !$cond {
@@ -107,13 +109,12 @@ macro_rules! ensure {
 }
 
 /// Returns an [`Error::Refused`] with the formatted message.
+#[macro_export]
 macro_rules! bail {
     ($($message:tt)+) => {
         return Err($crate::Error::Refused(format!($($message)+)))
     };
 }
-
-pub(crate) use {bail, ensure};
 
 #[cfg(test)]
 mod tests {

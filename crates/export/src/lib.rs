@@ -28,7 +28,6 @@ pub mod request;
 pub mod run;
 
 pub use error::{Context, Error, Result};
-pub(crate) use error::{bail, ensure};
 pub use observer::{Observer, Silent, Stage};
 pub use report::{EngineRow, ExportReport, FileRow, Int8Summary, SensitivityStep};
 pub use request::{Board, EngineSettings, ExportRequest, Int8Settings};

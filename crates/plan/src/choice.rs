@@ -19,6 +19,7 @@ pub enum Optimizer {
 }
 
 /// What runs the frozen trunk.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TrunkRuntime {

@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use headroom_core::metrics::Metrics;
 use headroom_train::memory_guard::MemoryPool;
@@ -16,7 +16,6 @@ use crate::Result;
 use crate::folder;
 use crate::inputs::Inputs;
 use crate::observer::{EpochReport, Observer};
-use crate::run::RunOptions;
 use crate::spec::RunSpec;
 use crate::val_plots::evaluate;
 
@@ -45,16 +44,16 @@ pub(crate) struct Ended {
 
 /// The epochs left: each trained, its steps down recorded, its end written; stops early on
 /// `patience` or `time_hours`. The best fitness and how it ended, or `None` when the run stopped on
-/// request.
+/// request (`stop` set).
 pub(crate) fn train_epochs(
     trainer: &mut Trainer<'_>,
     spec: &mut RunSpec,
     outputs: &EpochOutputs<'_>,
     inputs: &Inputs,
-    options: &RunOptions,
+    stop: Option<&AtomicBool>,
     observer: &mut dyn Observer,
 ) -> Result<Option<(Option<f64>, Ended)>> {
-    let stop_requested = || options.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
+    let stop_requested = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
     let progress = trainer.progress();
     if progress.epochs_done == 0 && progress.pass == 0 && !outputs.dir.join(folder::START_FILE).exists() {
         if spec.remap.is_some() {
@@ -145,7 +144,7 @@ fn validate_start(out: &EpochOutputs<'_>, trainer: &Trainer<'_>, inputs: &Inputs
     headroom_core::fsio::write_atomic(&best, &written)?;
     match evaluate(&best, &inputs.data.names, &inputs.val, out.threads) {
         Ok(metrics) => {
-            let record = serde_json::json!({ "epoch": 0, "fitness": metrics.fitness, "metrics": metrics });
+            let record = folder::StartRecord { epoch: 0, fitness: metrics.fitness, metrics: metrics.clone() };
             let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
             headroom_core::fsio::write_atomic(&out.dir.join(folder::START_FILE), text.as_bytes())?;
             tracing::info!(

@@ -149,10 +149,21 @@ pub fn read_best(dir: &Path) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// The starting model validated as epoch 0 ([`START_FILE`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StartRecord {
+    /// Always 0.
+    pub epoch: usize,
+    /// Its fitness on the val split.
+    pub fitness: f64,
+    /// Its metrics on the val split.
+    pub metrics: headroom_core::metrics::Metrics,
+}
+
 /// The starting model's fitness ([`START_FILE`]), when the run validated it.
 pub fn read_start_fitness(dir: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(dir.join(START_FILE)).ok()?;
-    serde_json::from_str::<serde_json::Value>(&text).ok()?["fitness"].as_f64()
+    Some(serde_json::from_str::<StartRecord>(&text).ok()?.fitness)
 }
 
 /// What `metrics.csv` says of the epochs done: the best one (1-based, the first of equal

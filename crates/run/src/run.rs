@@ -144,22 +144,46 @@ fn loss_for(inspection: &headroom_onnx::inspect::Inspection) -> LossConfig {
     }
 }
 
-/// The inputs that make a run what it is: a resumed run must train on the ones it started with.
-fn started_with(spec: &RunSpec) -> serde_json::Value {
-    serde_json::json!({
-        "model": spec.model,
-        "data": spec.data,
-        "replay": spec.replay,
-        "teacher": spec.teacher,
-    })
+/// The inputs that make a run what it is ([`folder::STARTED_WITH_FILE`]): a resumed run must train
+/// on the ones it started with.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct StartedWith {
+    model: std::path::PathBuf,
+    data: std::path::PathBuf,
+    #[serde(default)]
+    replay: Option<std::path::PathBuf>,
+    #[serde(default)]
+    teacher: Option<std::path::PathBuf>,
+}
+
+impl StartedWith {
+    fn of(spec: &RunSpec) -> StartedWith {
+        StartedWith {
+            model: spec.model.clone(),
+            data: spec.data.clone(),
+            replay: spec.replay.clone(),
+            teacher: spec.teacher.clone(),
+        }
+    }
+
+    /// Each input by its key, as JSON text (`"/data/a.yaml"`, `null`), for the message.
+    fn keyed(&self) -> [(&'static str, String); 4] {
+        let text = |path: Option<&std::path::PathBuf>| serde_json::to_string(&path).unwrap_or_default();
+        [
+            ("model", text(Some(&self.model))),
+            ("data", text(Some(&self.data))),
+            ("replay", text(self.replay.as_ref())),
+            ("teacher", text(self.teacher.as_ref())),
+        ]
+    }
 }
 
 /// Writes [`folder::STARTED_WITH_FILE`] when the run folder has none (a new run, or one from before
 /// it existed); otherwise refuses a spec whose inputs differ from it (a hand-edited `config.toml`).
 fn check_started_with(dir: &Path, spec: &RunSpec) -> Result<()> {
     let path = dir.join(folder::STARTED_WITH_FILE);
-    let now = started_with(spec);
-    let saved: Option<serde_json::Value> =
+    let now = StartedWith::of(spec);
+    let saved: Option<StartedWith> =
         std::fs::read_to_string(&path).ok().and_then(|text| serde_json::from_str(&text).ok());
     let Some(saved) = saved else {
         if let Some(parent) = path.parent() {
@@ -169,15 +193,13 @@ fn check_started_with(dir: &Path, spec: &RunSpec) -> Result<()> {
         headroom_core::fsio::write_atomic(&path, text.as_bytes())?;
         return Ok(());
     };
-    for key in ["model", "data", "replay", "teacher"] {
-        if saved[key] != now[key] {
+    for ((key, now), (_, saved)) in now.keyed().into_iter().zip(saved.keyed()) {
+        if now != saved {
             return Err(Error::SavedSpec {
                 path: dir.join(SPEC_FILE),
                 reason: format!(
-                    "{key} is {} but the run started with {} ({}): config.toml was edited; a resumed run \
+                    "{key} is {now} but the run started with {saved} ({}): config.toml was edited; a resumed run \
                      keeps the inputs it started with: put it back, or start a new run",
-                    now[key],
-                    saved[key],
                     path.display()
                 ),
             });
@@ -359,7 +381,7 @@ fn execute(
         pool,
     };
     let Some((best, ended)) =
-        train_epochs(&mut trainer, &mut spec, &outputs, &start.inputs, options, observer)?
+        train_epochs(&mut trainer, &mut spec, &outputs, &start.inputs, options.stop.as_deref(), observer)?
     else {
         return Ok(RunEnd::Interrupted);
     };

@@ -18,7 +18,7 @@ pub struct ProviderArgs {
     /// Execution providers in order of preference, e.g. `tensorrt,cuda,cpu` [default: cuda when
     /// --device is (or auto finds) a GPU, else cpu]. With --device cpu only `cpu`.
     #[arg(long, value_enum, value_delimiter = ',')]
-    pub ep: Option<Vec<ProviderArg>>,
+    pub ep: Option<Vec<ExecutionProvider>>,
     /// Skip a provider that fails to register (with a warning) instead of stopping.
     #[arg(long)]
     pub ep_fallback: bool,
@@ -83,33 +83,12 @@ pub fn memory_size_arg(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
-/// Execution providers, as command-line values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProviderArg {
-    /// NVIDIA TensorRT (build with `--features tensorrt`).
-    Tensorrt,
-    /// NVIDIA CUDA (build with `--features cuda`).
-    Cuda,
-    /// The CPU.
-    Cpu,
-}
-
-impl From<ProviderArg> for ExecutionProvider {
-    fn from(arg: ProviderArg) -> ExecutionProvider {
-        match arg {
-            ProviderArg::Tensorrt => ExecutionProvider::Tensorrt,
-            ProviderArg::Cuda => ExecutionProvider::Cuda,
-            ProviderArg::Cpu => ExecutionProvider::Cpu,
-        }
-    }
-}
-
 impl ProviderArgs {
     /// What these arguments ask for (`headroom_infer::provider::SessionRequest`).
     pub fn request(&self) -> anyhow::Result<SessionRequest> {
         Ok(SessionRequest {
             device: self.device_with_deprecated_id()?,
-            providers: self.ep.as_ref().map(|ep| ep.iter().map(|&p| p.into()).collect()),
+            providers: self.ep.clone(),
             fallback: self.ep_fallback,
             threads: self.threads,
             tensorrt: TensorrtOptions {
@@ -135,7 +114,7 @@ impl ProviderArgs {
         let Some(id) = self.device_id else { return Ok(self.device) };
         let id = usize::from(id);
         tracing::warn!("--device-id is deprecated: use --device cuda:{id}");
-        let cpu_only = self.ep.as_ref().is_some_and(|ep| ep.iter().all(|p| *p == ProviderArg::Cpu));
+        let cpu_only = self.ep.as_ref().is_some_and(|ep| ep.iter().all(|p| *p == ExecutionProvider::Cpu));
         match self.device {
             // `--ep cpu --device-id N` was accepted and meant nothing; it still does.
             DeviceChoice::Auto if cpu_only => Ok(DeviceChoice::Auto),

@@ -15,8 +15,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Image distribution: `base` (clean) or `field` (darker, noisier, smaller objects, more clutter).
-    #[arg(long, value_enum, default_value_t = PresetArg::Base)]
-    pub preset: PresetArg,
+    #[arg(long, value_enum, default_value_t = Preset::Base)]
+    pub preset: Preset,
     /// Seed: the same seed gives the same bytes.
     #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, default_value_t = 0)]
     pub seed: u64,
@@ -28,7 +28,7 @@ pub struct Args {
     pub val: usize,
     /// Image size, WIDTHxHEIGHT.
     #[arg(long, value_name = "WxH", default_value = "256x192", value_parser = parse_size)]
-    pub size: Size,
+    pub size: (u32, u32),
     /// Write JPEG images of this quality instead of PNG, as cameras write them (libjpeg-turbo's
     /// defaults: baseline, 4:2:0 chroma).
     #[arg(long, value_name = "QUALITY", value_parser = clap::value_parser!(u8).range(1..=100))]
@@ -38,45 +38,9 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The presets, as command-line values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PresetArg {
-    /// Clean images: even lighting, large objects, little clutter.
-    Base,
-    /// A domain shift of base: dark uneven light, colour cast, noise, blur, small objects, clutter.
-    Field,
-    /// Base scenes under field's light: dark, uneven, shadows, a warm cast.
-    Dusk,
-    /// Base scenes through field's camera: sensor noise and blur.
-    Blur,
-    /// Base light and camera, field's smaller objects, clutter and finer textures.
-    Small,
-}
-
-impl From<PresetArg> for Preset {
-    fn from(preset: PresetArg) -> Self {
-        match preset {
-            PresetArg::Base => Preset::Base,
-            PresetArg::Field => Preset::Field,
-            PresetArg::Dusk => Preset::Dusk,
-            PresetArg::Blur => Preset::Blur,
-            PresetArg::Small => Preset::Small,
-        }
-    }
-}
-
-/// An image size in pixels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Size {
-    /// Width in pixels.
-    pub width: u32,
-    /// Height in pixels.
-    pub height: u32,
-}
-
-fn parse_size(text: &str) -> Result<Size, String> {
-    // clap names the flag and the value: only the reason is needed.
-    synth::parse_size(text).map(|(width, height)| Size { width, height }).map_err(|e| match e {
+/// `WxH` in pixels; clap names the flag and the value, so only the reason is kept.
+fn parse_size(text: &str) -> Result<(u32, u32), String> {
+    synth::parse_size(text).map_err(|e| match e {
         headroom_core::Error::InvalidArgument { message, .. } => message,
         other => other.to_string(),
     })
@@ -85,12 +49,12 @@ fn parse_size(text: &str) -> Result<Size, String> {
 /// Runs `headroom synth`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let config = SynthConfig {
-        preset: args.preset.into(),
+        preset: args.preset,
         seed: args.seed,
         train: args.train,
         val: args.val,
-        width: args.size.width,
-        height: args.size.height,
+        width: args.size.0,
+        height: args.size.1,
         jpeg_quality: args.jpeg,
     };
     let total = config.train + config.val;

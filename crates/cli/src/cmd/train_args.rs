@@ -6,7 +6,7 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use super::device_arg::{BoardArgs, DEVICE_VALUES, device_arg};
-pub use super::train_shared::{OptimizerArg, TrunkArg, part_arg};
+pub use super::train_shared::{OptimizerArg, part_arg};
 use headroom_onnx::Trainable;
 use headroom_plan::DeviceChoice;
 use headroom_train::config::limits;
@@ -171,7 +171,7 @@ pub struct Args {
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
     /// torch (headroom's libtorch executor) [default: ort].
     #[arg(long, value_enum)]
-    pub trunk: Option<TrunkArg>,
+    pub trunk: Option<headroom_plan::TrunkRuntime>,
     /// Compute the trunk's outputs once per image (and its mirror image when --flip > 0), store them
     /// as fp16 in the run folder, and train epochs on them: only the trainable part runs. It turns
     /// the default augmentation off; refused with augmentation given (--mosaic, --scale,

@@ -27,7 +27,7 @@ pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunReque
         replay: args.replay.as_deref().map(|p| absolute("--replay", p)).transpose()?,
         replay_fraction: args.replay_fraction,
         remap: args.remap.clone(),
-        trunk: args.trunk.map(Into::into),
+        trunk: args.trunk,
         cache_features: given(args.cache_features),
         memory_cap: args.memory_cap.clone(),
         memory_cap_after: args.memory_cap_after,

@@ -25,6 +25,7 @@ use serde_yaml_ng::{Mapping, Value};
 use crate::{Error, Result};
 
 /// A dataset split, named by its data.yaml key.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Split {

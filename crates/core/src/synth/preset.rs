@@ -6,6 +6,7 @@ use std::str::FromStr;
 use crate::{Error, Result};
 
 /// Which distribution the images are drawn from. Both presets draw the same classes.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Preset {
