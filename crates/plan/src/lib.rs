@@ -33,7 +33,7 @@ pub use devices::{
 };
 pub use ladder::{Candidate, Plan, Risk, Rung, plan, step_down};
 pub use memory::{Components, Estimate, Planner, Setup, TeacherCost};
-pub use size::{format_size, parse_size};
+pub use size::{Bytes, format_size, parse_size};
 
 /// Errors of `headroom-plan`.
 #[derive(Debug, thiserror::Error)]

@@ -42,6 +42,56 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
+/// A memory size as a setting keeps it (`memory_cap = "512MiB"` in a run's config.toml): written
+/// in the largest binary unit that divides it exactly, so Display and FromStr round-trip; read
+/// with [`parse_size`]'s units. Two spellings of one size (`512MiB`, `0.5GiB`) are equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    /// A size of at least 1 MiB, as the flags that take a cap or a budget need (`--memory-cap 0`
+    /// would stop every pass, `--budget 0` fit nothing).
+    pub fn at_least_1mib(text: &str) -> Result<Bytes, String> {
+        let bytes = parse_size(text)?;
+        if bytes < 1 << 20 {
+            return Err(format!("{} is less than 1 MiB: give a size such as 512MiB", format_size(bytes)));
+        }
+        Ok(Bytes(bytes))
+    }
+}
+
+impl std::fmt::Display for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0;
+        for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+            if n > 0 && n.trailing_zeros() >= shift {
+                return write!(f, "{}{unit}", n >> shift);
+            }
+        }
+        write!(f, "{n}")
+    }
+}
+
+impl std::str::FromStr for Bytes {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Bytes, String> {
+        parse_size(text).map(Bytes)
+    }
+}
+
+impl serde::Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Bytes, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +107,25 @@ mod tests {
         assert!(parse_size("3 furlongs").expect_err("unit").contains("unknown unit"));
         assert_eq!(format_size(3 << 30), "3.00 GiB");
         assert_eq!(format_size(1536 << 10), "1.5 MiB");
+    }
+
+    #[test]
+    fn bytes_round_trip_through_their_text_in_the_largest_exact_unit() {
+        for (text, shown) in [
+            ("512MiB", "512MiB"),
+            ("0.5GiB", "512MiB"),
+            ("2G", "2GiB"),
+            ("4GB", "3906250KiB"),
+            ("1000001", "1000001"),
+            ("1536KiB", "1536KiB"),
+        ] {
+            let bytes: Bytes = text.parse().expect(text);
+            assert_eq!(bytes.to_string(), shown, "{text}");
+            assert_eq!(shown.parse::<Bytes>(), Ok(bytes), "{shown}");
+        }
+        assert_eq!(Bytes(0).to_string(), "0");
+        assert!(Bytes::at_least_1mib("1MiB").is_ok());
+        assert!(Bytes::at_least_1mib("1000KiB").expect_err("small").contains("less than 1 MiB"));
+        assert!("lots".parse::<Bytes>().is_err());
     }
 }

@@ -80,8 +80,8 @@ pub struct RunRequest {
     pub trunk: Option<TrunkRuntime>,
     /// Train on cached trunk features.
     pub cache_features: Option<bool>,
-    /// The memory cap (`800MiB`).
-    pub memory_cap: Option<String>,
+    /// The memory cap of a pass above the start.
+    pub memory_cap: Option<headroom_plan::Bytes>,
     /// Passes before the cap is checked.
     pub memory_cap_after: Option<u64>,
     /// Convolutions re-normalised before training.
@@ -316,8 +316,8 @@ impl RunRequest {
         }
         set(&mut spec.trunk, self.trunk);
         set(&mut spec.cache_features, self.cache_features);
-        if let Some(cap) = &self.memory_cap {
-            spec.memory_cap = Some(cap.clone());
+        if let Some(cap) = self.memory_cap {
+            spec.memory_cap = Some(cap);
         }
         set(&mut spec.memory_cap_after, self.memory_cap_after);
         set(&mut spec.renorm, self.renorm);

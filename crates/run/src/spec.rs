@@ -95,6 +95,14 @@ impl<'de> Deserialize<'de> for TorchDevice {
     }
 }
 
+/// `memory_cap` as `config.toml` writes it (`512MiB`); a bad one names the key.
+fn memory_cap<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<headroom_plan::Bytes>, D::Error> {
+    let text: Option<String> = Option::deserialize(d)?;
+    text.map(|t| t.parse().map_err(|e| serde::de::Error::custom(format!("memory_cap: {e}")))).transpose()
+}
+
 /// What `--plan auto` chose for the run (recorded so that a resumed run is the planned one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,9 +143,9 @@ pub struct RunSpec {
     pub trunk: TrunkRuntime,
     /// Train epochs on cached trunk outputs.
     pub cache_features: bool,
-    /// The memory cap of a pass above the start (`--memory-cap`), as given.
-    #[serde(default)]
-    pub memory_cap: Option<String>,
+    /// The memory cap of a pass above the start (`--memory-cap`).
+    #[serde(default, deserialize_with = "memory_cap")]
+    pub memory_cap: Option<headroom_plan::Bytes>,
     /// Passes before the memory cap is checked.
     #[serde(default)]
     pub memory_cap_after: u64,
@@ -197,18 +205,14 @@ impl RunSpec {
 
     /// The memory cap in bytes, if any.
     pub fn memory_cap_bytes(&self) -> Result<Option<u64>> {
-        let Some(text) = &self.memory_cap else { return Ok(None) };
-        let bytes = headroom_plan::parse_size(text).map_err(|reason| Error::Spec {
-            key: "memory_cap".into(),
-            reason: format!("{text}: {reason}"),
-        })?;
-        if bytes == 0 {
+        let Some(cap) = self.memory_cap else { return Ok(None) };
+        if cap.0 < 1 << 20 {
             return Err(Error::Spec {
                 key: "memory_cap".into(),
-                reason: format!("{text} is no memory: give what a pass may take, e.g. 512MiB"),
+                reason: format!("{cap} is less than 1 MiB: give what a pass may take, e.g. 512MiB"),
             });
         }
-        Ok(Some(bytes))
+        Ok(Some(cap.0))
     }
 
     /// Checks every setting: the training settings' bounds, the replay share, the memory
@@ -370,7 +374,7 @@ mod tests {
     #[test]
     fn a_saved_spec_reads_back_equal() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let s = RunSpec { memory_cap: Some("512MiB".into()), ..spec() };
+        let s = RunSpec { memory_cap: Some(headroom_plan::Bytes(512 << 20)), ..spec() };
         s.save(dir.path()).expect("save");
         assert_eq!(RunSpec::load(dir.path()).expect("load"), s);
     }
@@ -412,10 +416,16 @@ mod tests {
 
     #[test]
     fn a_memory_cap_must_parse_and_be_positive() {
-        for cap in ["garbage", "0MiB"] {
-            let s = RunSpec { memory_cap: Some(cap.into()), ..spec() };
-            assert!(s.validate().expect_err(cap).to_string().contains("memory_cap"), "{cap}");
-        }
+        let s = RunSpec { memory_cap: Some(headroom_plan::Bytes(0)), ..spec() };
+        assert!(s.validate().expect_err("0").to_string().contains("memory_cap"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        spec().save(dir.path()).expect("save");
+        let path = dir.path().join(SPEC_FILE);
+        let text = std::fs::read_to_string(&path).expect("read");
+        let edited = text.replace("[settings]", "memory_cap = \"garbage\"\n[settings]");
+        std::fs::write(&path, edited).expect("write");
+        let err = RunSpec::load(dir.path()).expect_err("garbage").to_string();
+        assert!(err.contains("memory_cap") && err.contains("config.toml"), "{err}");
     }
 
     #[test]

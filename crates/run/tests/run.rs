@@ -145,7 +145,7 @@ fn a_bad_saved_value_is_refused_before_training() {
     std::fs::write(&path, text.replace("batch = 2", "batch = 100000")).expect("write");
     let err = run::resume(&dir, Some(2), &options(None), &mut Silent).expect_err("bad batch").to_string();
     assert!(err.contains("settings.batch") && err.contains("config.toml"), "{err}");
-    let bad = RunSpec { memory_cap: Some("garbage".into()), ..spec };
+    let bad = RunSpec { memory_cap: Some(headroom_plan::Bytes(1024)), ..spec };
     let fresh = tmp.path().join("fresh");
     assert!(run::start(&bad, &fresh, &options(None), &mut Silent).is_err());
     assert!(!fresh.exists(), "nothing is created for a spec that does not validate");

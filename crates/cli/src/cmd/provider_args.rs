@@ -73,14 +73,7 @@ pub fn number_arg<T: std::str::FromStr>(text: &str) -> Result<T, String> {
 /// A memory size on the command line (`512MiB`, `2GiB`), kept as written: refused when it does
 /// not parse or is under 1 MiB (`--memory-cap 0` would stop every pass, `--budget 0` fit nothing).
 pub fn memory_size_arg(text: &str) -> Result<String, String> {
-    let bytes = headroom_plan::parse_size(text)?;
-    if bytes < 1 << 20 {
-        return Err(format!(
-            "{} is less than 1 MiB: give a size such as 512MiB",
-            headroom_plan::format_size(bytes)
-        ));
-    }
-    Ok(text.to_string())
+    headroom_plan::Bytes::at_least_1mib(text).map(|_| text.to_string())
 }
 
 impl ProviderArgs {

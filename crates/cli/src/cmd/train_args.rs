@@ -151,8 +151,8 @@ pub struct Args {
     /// (checked after every pass, Linux): it is then an out-of-memory error, and the run steps
     /// down one rung (batch halved, accumulation keeping --nbs; then checkpointing; then AMP on a
     /// GPU), reloads its last checkpoint and goes on, as after a real allocation failure.
-    #[arg(long, value_name = "SIZE", value_parser = super::provider_args::memory_size_arg)]
-    pub memory_cap: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = headroom_plan::Bytes::at_least_1mib)]
+    pub memory_cap: Option<headroom_plan::Bytes>,
     /// Re-normalise the first N convolutions of the trunk to the new images before training: each
     /// one's per-channel output mean and std on the new images set to what they are on the old
     /// (--replay) images, folded into its weight and bias (AdaBN for BatchNorm-folded exports;

@@ -29,7 +29,7 @@ pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunReque
         remap: args.remap.clone(),
         trunk: args.trunk,
         cache_features: given(args.cache_features),
-        memory_cap: args.memory_cap.clone(),
+        memory_cap: args.memory_cap,
         memory_cap_after: args.memory_cap_after,
         renorm: args.renorm,
         teacher: args.teacher.as_deref().map(|p| absolute("--teacher", p)).transpose()?,
