@@ -2,7 +2,8 @@
 # The field loop, night after night (issue 32): NIGHTS runs of `headroom field run` on the demo
 # models, each night with new camera images (`field` scenes, a new seed) and now and then:
 #   - bad files among them: a 0-byte JPEG (a camera still writing), a truncated JPEG, a 1x1 PNG;
-#   - a SIGKILL at a random step (HEADROOM_FIELD_KILL_AT), then the night's rerun;
+#   - a SIGKILL at a random step (HEADROOM_FIELD_KILL_AT: a debug build's hook, the default binary
+#     here; a release build ignores it), then the night's rerun;
 #   - a damaged state: run/state.json, labelled/manifest.json or labelled/field-sources.json cut short.
 # After every night: the loop must end with exit 0 (after at most one rerun for a kill), the deployed
 # file must be a whole detector, and the state folder must stay within its bound (--max-images,
