@@ -333,6 +333,42 @@ mod with_libraries {
         }
     }
 
+    /// `--profile`: libtorch's profiler records passes 2 and 3 of a run with a teacher; the trace
+    /// holds every phase's span, autograd's backward nodes and the fused optimiser; a trace whose
+    /// folder is missing is refused before the run starts.
+    #[test]
+    fn profile_traces_the_ops_of_every_phase() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path());
+        let project = dir.path().join("runs");
+        let teacher = crate::common::repo_root().join("models/demo/teacher-shapes-160.onnx");
+        let trace = dir.path().join("trace.json");
+        let mut a = epochs(args(&data, &project, "profiled"), "1");
+        a.extend(["--teacher", s(&teacher), "--profile", s(&trace), "--profile-passes", "2"]);
+        let run = headroom(&a);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let text = std::fs::read_to_string(&trace).expect("the trace is written");
+        let events: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON array of events");
+        let count = |name: &str| {
+            events.iter().filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with(name))).count()
+        };
+        for span in ["data", "teacher", "forward_backward", "loss", "optimizer", "ema"] {
+            assert_eq!(count(&format!("headroom::{span}")), 2, "one `{span}` span per traced pass");
+        }
+        assert!(count("autograd::engine::evaluate_function") > 100, "backward nodes are traced");
+        assert_eq!(count("aten::_fused_adamw_"), 4, "two fused AdamW calls (weights, biases) a step");
+        assert!(!dir.path().join("trace.json.partial").exists());
+
+        let missing = dir.path().join("no/such/folder/trace.json");
+        let mut a = epochs(args(&data, &project, "refused"), "1");
+        a.extend(["--profile", s(&missing)]);
+        let run = headroom(&a);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("no/such/folder"), "{stderr}");
+        assert!(!project.join("refused").exists(), "nothing written");
+    }
+
     /// `--remap` maps a dataset's classes onto the student's (by name or id, or drops them).
     #[test]
     fn remap_trains_a_dataset_with_other_classes() {

@@ -6,7 +6,7 @@
 //! the end `best.onnx` validated once more, with Ultralytics' end-of-run pictures
 //! ([`crate::val_plots`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -33,6 +33,9 @@ pub struct RunOptions {
     /// How the C allocator returns freed memory (set before the run allocates anything; a
     /// process setting, not saved with the run).
     pub allocator: Allocator,
+    /// A trace of libtorch's ops over this many passes after the run's first, and where to write
+    /// it (`headroom train --profile`; docs/TRAIN.md "Where a step's time goes").
+    pub profile: Option<(PathBuf, u64)>,
 }
 
 /// How a run ended without an error.
@@ -255,6 +258,9 @@ fn configure(
         })?;
         tracing::debug!("--memory-cap: {} MiB held at the start of training ({pool:?})", cap.base >> 20);
         trainer.set_memory_cap(cap);
+    }
+    if let Some((path, passes)) = &options.profile {
+        trainer.set_profile(headroom_train::profile::ProfileWindow::new(path, 1, *passes));
     }
     if let Some(stop) = &options.stop {
         trainer.set_stop(Arc::clone(stop));

@@ -40,7 +40,12 @@ fn spec(data: &Path) -> RunSpec {
 }
 
 fn options(stop: Option<Arc<AtomicBool>>) -> RunOptions {
-    RunOptions { threads: 1, stop, allocator: headroom_train::memory_guard::Allocator::Compact }
+    RunOptions {
+        threads: 1,
+        stop,
+        allocator: headroom_train::memory_guard::Allocator::Compact,
+        profile: None,
+    }
 }
 
 fn metrics(dir: &Path) -> Vec<Vec<String>> {

@@ -27,16 +27,14 @@ impl Ema {
         EMA_DECAY * (1.0 - (-(updates as f64) / EMA_TAU).exp())
     }
 
-    /// Moves the average toward `parameters` as update number `updates`.
+    /// Moves the average toward `parameters` as update number `updates` (one foreach call over
+    /// all of them).
     pub fn update(&mut self, parameters: &[(&str, &Tensor)], updates: u64) -> Result<()> {
         let _guard = tch::no_grad_guard();
-        let d = Ema::decay(updates);
-        for (name, p) in parameters {
-            if let Some(e) = self.tensors.get_mut(*name) {
-                let _ = e.f_mul_scalar_(d)?.f_add_(&p.f_mul_scalar(1.0 - d)?)?;
-            }
-        }
-        Ok(())
+        let pairs: Vec<(&Tensor, &Tensor)> =
+            parameters.iter().filter_map(|(name, p)| Some((self.tensors.get(*name)?, *p))).collect();
+        let (average, value): (Vec<&Tensor>, Vec<&Tensor>) = pairs.into_iter().unzip();
+        crate::foreach::ema(&average, &value, Ema::decay(updates))
     }
 
     /// The averaged tensors, by name.

@@ -107,6 +107,14 @@ pub enum Error {
         /// What is wrong and what it must be.
         reason: String,
     },
+    /// One of libtorch's list-of-tensor kernels (fused AdamW, the foreach ops) failed.
+    #[error("{what}: {reason}")]
+    Foreach {
+        /// What the kernel computed.
+        what: &'static str,
+        /// libtorch's message.
+        reason: String,
+    },
     /// The run was asked to stop (Ctrl-C, SIGTERM) and stopped at a checkpoint it resumes from.
     #[error("stopped on request; the run resumes from its last checkpoint")]
     Interrupted,

@@ -33,6 +33,8 @@ mod error;
 #[cfg(feature = "libtorch")]
 pub mod executor;
 #[cfg(feature = "libtorch")]
+pub mod foreach;
+#[cfg(feature = "libtorch")]
 pub mod loss;
 #[cfg(feature = "libtorch")]
 mod lower;
@@ -41,6 +43,8 @@ pub mod memory_guard;
 pub mod optim;
 #[cfg(feature = "libtorch")]
 pub mod probe;
+#[cfg(feature = "libtorch")]
+pub mod profile;
 pub mod schedule;
 pub mod state;
 #[cfg(feature = "libtorch")]

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use tch::Tensor;
 
-use crate::Result;
+use crate::{Result, foreach};
 
 /// Stochastic gradient descent with momentum.
 #[derive(Debug)]
@@ -106,7 +106,9 @@ impl AdamW {
         AdamW { beta1, beta2: 0.999, eps: 1e-8, weight_decay, steps: 0, moments: HashMap::new() }
     }
 
-    /// One step with separate learning rates for weights (rank ≥ 2) and biases.
+    /// One step with separate learning rates for weights (rank ≥ 2) and biases: two calls of
+    /// libtorch's fused AdamW (weights with decay, biases without) over every parameter that has a
+    /// gradient, whose moments start at zero.
     pub fn step_with(
         &mut self,
         parameters: &[(&str, &Tensor)],
@@ -115,30 +117,29 @@ impl AdamW {
     ) -> Result<()> {
         let _guard = tch::no_grad_guard();
         self.steps += 1;
-        let (c1, c2) = (1.0 - self.beta1.powi(self.steps as i32), 1.0 - self.beta2.powi(self.steps as i32));
-        for &(name, p) in parameters {
-            let grad = p.grad();
-            if !grad.defined() {
-                continue;
+        let grads: Vec<(&str, &Tensor, Tensor)> =
+            parameters.iter().map(|&(n, p)| (n, p, p.grad())).filter(|(_, _, g)| g.defined()).collect();
+        for (name, p, _) in &grads {
+            if !self.moments.contains_key(*name) {
+                self.moments.insert(name.to_string(), (p.f_zeros_like()?, p.f_zeros_like()?));
             }
-            let lr = if p.dim() >= 2 { lr_weights } else { lr_biases };
-            let mut p = p.shallow_clone();
-            if self.weight_decay != 0.0 && p.dim() >= 2 {
-                let _decayed = p.f_mul_scalar_(1.0 - lr * self.weight_decay)?;
-            }
-            let (m, v) = match self.moments.remove(name) {
-                Some((m, v)) => (
-                    m.f_mul_scalar(self.beta1)?.f_add(&grad.f_mul_scalar(1.0 - self.beta1)?)?,
-                    v.f_mul_scalar(self.beta2)?.f_add(&grad.f_mul(&grad)?.f_mul_scalar(1.0 - self.beta2)?)?,
-                ),
-                None => {
-                    (grad.f_mul_scalar(1.0 - self.beta1)?, grad.f_mul(&grad)?.f_mul_scalar(1.0 - self.beta2)?)
-                }
-            };
-            let denominator = v.f_div_scalar(c2)?.f_sqrt()?.f_add_scalar(self.eps)?;
-            let update = m.f_div_scalar(c1)?.f_div(&denominator)?.f_mul_scalar(lr)?;
-            let _updated = p.f_sub_(&update)?;
-            self.moments.insert(name.to_string(), (m, v));
+        }
+        for (weights, lr, decay) in [(true, lr_weights, self.weight_decay), (false, lr_biases, 0.0)] {
+            let group: Vec<&(&str, &Tensor, Tensor)> =
+                grads.iter().filter(|(_, p, _)| (p.dim() >= 2) == weights).collect();
+            let moments: Vec<&(Tensor, Tensor)> =
+                group.iter().filter_map(|(n, _, _)| self.moments.get(*n)).collect();
+            foreach::fused_adamw(
+                &group.iter().map(|(_, p, _)| *p).collect::<Vec<_>>(),
+                &group.iter().map(|(_, _, g)| g).collect::<Vec<_>>(),
+                &moments.iter().map(|(m, _)| m).collect::<Vec<_>>(),
+                &moments.iter().map(|(_, v)| v).collect::<Vec<_>>(),
+                self.steps,
+                lr,
+                (self.beta1, self.beta2),
+                decay,
+                self.eps,
+            )?;
         }
         Ok(())
     }
@@ -171,22 +172,11 @@ impl AdamW {
 /// (`torch.nn.utils.clip_grad_norm_`, as Ultralytics applies with 10.0); returns the norm before.
 pub fn clip_grad_norm(parameters: &[(&str, &Tensor)], max_norm: f64) -> Result<f64> {
     let _guard = tch::no_grad_guard();
-    let mut squares = 0.0;
-    for (_, p) in parameters {
-        let g = p.grad();
-        if g.defined() {
-            squares += g.f_square()?.f_sum(tch::Kind::Double)?.double_value(&[]);
-        }
-    }
-    let norm = squares.sqrt();
+    let grads: Vec<Tensor> = parameters.iter().map(|(_, p)| p.grad()).filter(Tensor::defined).collect();
+    let grads: Vec<&Tensor> = grads.iter().collect();
+    let norm = foreach::norm(&grads)?;
     if max_norm > 0.0 && norm.is_finite() && norm > max_norm {
-        let factor = max_norm / (norm + 1e-6);
-        for (_, p) in parameters {
-            let mut g = p.grad();
-            if g.defined() {
-                let _scaled = g.f_mul_scalar_(factor)?;
-            }
-        }
+        foreach::mul_(&grads, max_norm / (norm + 1e-6))?;
     }
     Ok(norm)
 }

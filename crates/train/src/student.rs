@@ -143,9 +143,11 @@ impl Student {
 
     /// Clears the gradients of the trainable parameters.
     pub fn zero_grad(&self) {
-        for (_, p) in self.parameters() {
-            let mut g = p.grad();
-            if g.defined() {
+        let grads: Vec<Tensor> =
+            self.parameters().iter().map(|(_, p)| p.grad()).filter(Tensor::defined).collect();
+        if crate::foreach::zero_(&grads.iter().collect::<Vec<_>>()).is_err() {
+            // The list kernel refused (mixed devices or dtypes): one tensor at a time.
+            for mut g in grads {
                 let _ = g.detach_().zero_();
             }
         }

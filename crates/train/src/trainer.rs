@@ -23,6 +23,7 @@ use crate::ema::Ema;
 use crate::loss::{DenseTargets, Distill, Extras, Ignore, LossConfig, detection_loss_extras, split_band};
 use crate::memory_guard::{MemoryCap, OutOfMemory, StepDown, is_out_of_memory};
 use crate::optim::{AdamW, Sgd, clip_grad_norm};
+use crate::profile::{ProfileWindow, span};
 use crate::schedule::{self, shuffled};
 use crate::state::{EpochStats, PassReport, Progress};
 use crate::student::Cut;
@@ -78,6 +79,7 @@ pub struct Trainer<'a> {
     passes_run: u64,
     stop: Option<Arc<AtomicBool>>,
     teacher: Option<RefCell<Box<Teacher<'a>>>>,
+    profile: Option<ProfileWindow>,
 }
 
 impl<'a> Trainer<'a> {
@@ -129,6 +131,7 @@ impl<'a> Trainer<'a> {
             passes_run: 0,
             stop: None,
             teacher: None,
+            profile: None,
         })
     }
 
@@ -174,6 +177,11 @@ impl<'a> Trainer<'a> {
     /// The teacher's soft scores per image (for `kd`; see [`crate::data::SoftTargets`]).
     pub fn set_soft_targets(&mut self, soft: SoftTargets) {
         self.soft = soft;
+    }
+
+    /// Traces libtorch's ops over a window of passes ([`crate::profile`]).
+    pub fn set_profile(&mut self, window: ProfileWindow) {
+        self.profile = Some(window);
     }
 
     /// Where checkpoints within an epoch go (every `save_period` optimiser steps or `save_interval` seconds).
@@ -313,6 +321,9 @@ impl<'a> Trainer<'a> {
             let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
             let cap = self.memory_cap.filter(|c| self.passes_run >= c.armed_after);
             let resident_before = cap.map_or(0, |c| c.before_pass());
+            if let Some(window) = &mut self.profile {
+                window.before_pass()?;
+            }
             let (value, components, instances) =
                 self.pass(&batch_records, records, epoch, pass).map_err(oom)?;
             self.passes_run += 1;
@@ -366,6 +377,9 @@ impl<'a> Trainer<'a> {
                     }
                 }
             }
+            if let Some(window) = &mut self.profile {
+                window.after_pass()?;
+            }
             let counted = self.progress.counted.max(1) as f64;
             progress(&PassReport {
                 done: pass + 1,
@@ -374,6 +388,9 @@ impl<'a> Trainer<'a> {
                 instances,
                 imgsz: cfg.imgsz[0].max(cfg.imgsz[1]),
             });
+        }
+        if let Some(window) = &mut self.profile {
+            window.end()?;
         }
         let p = std::mem::take(&mut self.progress);
         self.progress = p.next_epoch();
@@ -411,15 +428,22 @@ impl<'a> Trainer<'a> {
             timer(0, started);
             return Ok((cut, targets, soft, None));
         }
-        let batch = augmented_batch(batch_records, all, cfg, rng, &self.soft, device)?;
+        let batch = {
+            let _span = span(c"headroom::data");
+            augmented_batch(batch_records, all, cfg, rng, &self.soft, device)?
+        };
         timer(0, started);
         let started = std::time::Instant::now();
-        let cut = match &self.trunk {
-            Trunk::External(trunk) => (trunk.borrow_mut())(&batch.images)?,
-            _ => self.student.trunk(&batch.images)?,
+        let cut = {
+            let _span = span(c"headroom::trunk");
+            match &self.trunk {
+                Trunk::External(trunk) => (trunk.borrow_mut())(&batch.images)?,
+                _ => self.student.trunk(&batch.images)?,
+            }
         };
         let teacher = match &self.teacher {
             Some(teacher) => {
+                let _span = span(c"headroom::teacher");
                 let _guard = tch::no_grad_guard();
                 Some(head_tensors(&(teacher.borrow_mut())(&batch.images)?)?)
             }
@@ -456,6 +480,7 @@ impl<'a> Trainer<'a> {
         let dense =
             teacher.as_ref().map(|(boxes, scores)| DenseTargets { weight: cfg.dense_kd, boxes, scores });
         let loss_fn = |outputs: &[Tensor]| {
+            let _span = span(c"headroom::loss");
             let started = std::time::Instant::now();
             let (boxes, scores) = head_tensors(outputs)?;
             let extras = Extras { distill, dense, ignore };
@@ -465,6 +490,7 @@ impl<'a> Trainer<'a> {
             Ok(if scale == 1.0 { out.total } else { out.total * scale })
         };
         let run = || {
+            let _span = span(c"headroom::forward_backward");
             if cfg.checkpoint {
                 self.student.backward_checkpointed(&cut, loss_fn)
             } else {
@@ -486,6 +512,7 @@ impl<'a> Trainer<'a> {
     /// Clips, steps the optimiser, clears the gradients, updates the average.
     fn step(&mut self, lr: f64, momentum: f64) -> Result<()> {
         let parameters = self.student.parameters();
+        let span_optimizer = span(c"headroom::optimizer");
         if self.amp_active() && !amp::unscale(&parameters, &mut self.progress)? {
             tracing::debug!(
                 "mixed precision: inf/NaN gradients, step skipped, loss scale now {}",
@@ -514,8 +541,10 @@ impl<'a> Trainer<'a> {
             Optimizer::AdamW(adam) => adam.step_with(&parameters, lr, lr)?,
         }
         self.student.zero_grad();
+        drop(span_optimizer);
         self.progress.optimizer_steps += 1;
         self.progress.ema_updates += 1;
+        let _span = span(c"headroom::ema");
         self.ema.update(&parameters, self.progress.ema_updates)
     }
 }

@@ -4,6 +4,7 @@
 //! toward the teacher's (alignment-scaled) scores, nothing for objects without soft scores.
 #![cfg(feature = "libtorch")]
 
+use headroom_train::ema::Ema;
 use headroom_train::loss::{Distill, LossConfig, Target, detection_loss_with};
 use headroom_train::optim::{AdamW, Sgd, clip_grad_norm};
 use headroom_train::tch::nn::{self, OptimizerConfig};
@@ -61,6 +62,91 @@ fn clipping_scales_gradients_to_the_norm() {
         (clip_grad_norm(&[("w", &w)], 10.0).expect("clip") - 1.0).abs() < 1e-4,
         "under the limit: unchanged"
     );
+}
+
+/// AdamW written out tensor by tensor as `torch.optim.AdamW` documents it (decoupled decay on
+/// weights only, bias-corrected moments): the reference the fused update is held to.
+fn adamw_reference(p: &mut Tensor, g: &Tensor, m: &mut Tensor, v: &mut Tensor, step: i32, lr: f64, wd: f64) {
+    let (b1, b2, eps) = (0.9, 0.999, 1e-8);
+    *p = &*p * (1.0 - lr * wd);
+    *m = &*m * b1 + g * (1.0 - b1);
+    *v = &*v * b2 + g * g * (1.0 - b2);
+    let denominator = (&*v / (1.0 - b2.powi(step))).sqrt() + eps;
+    *p = &*p - (&*m / (1.0 - b1.powi(step))) / denominator * lr;
+}
+
+#[test]
+fn fused_adamw_over_many_tensors_steps_as_the_per_tensor_formula() {
+    headroom_train::tch::manual_seed(7);
+    let shapes: [&[i64]; 5] = [&[8, 4, 3, 3], &[8], &[6, 8], &[6], &[3]];
+    let params: Vec<Tensor> = shapes
+        .iter()
+        .map(|s| Tensor::randn(*s, (Kind::Float, Device::Cpu)).set_requires_grad(true))
+        .collect();
+    let names: Vec<String> = (0..params.len()).map(|i| format!("p{i}")).collect();
+    let mut reference: Vec<(Tensor, Tensor, Tensor)> =
+        params.iter().map(|p| (p.detach().copy(), p.zeros_like(), p.zeros_like())).collect();
+    let mut adam = AdamW::new(0.9, 0.05);
+    let (lr_weights, lr_biases) = (0.01, 0.1);
+    for step in 1..=6 {
+        // The last tensor gets no gradient: it is skipped, as torch skips it.
+        for (i, p) in params.iter().enumerate().take(params.len() - 1) {
+            let mut g = p.grad();
+            if g.defined() {
+                let _ = g.zero_();
+            }
+            (p * Tensor::randn(p.size(), (Kind::Float, Device::Cpu))).sum(Kind::Float).backward();
+            let (rp, rm, rv) = &mut reference[i];
+            let (lr, wd) = if p.dim() >= 2 { (lr_weights, 0.05) } else { (lr_biases, 0.0) };
+            adamw_reference(rp, &p.grad(), rm, rv, step, lr, wd);
+        }
+        let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(params.iter()).collect();
+        adam.step_with(&named, lr_weights, lr_biases).expect("step");
+    }
+    for (i, (p, (expected, _, _))) in params.iter().zip(&reference).enumerate() {
+        let diff = (p.detach() - expected).abs().max().double_value(&[]);
+        let scale = expected.abs().max().double_value(&[]).max(1e-3);
+        assert!(diff / scale < 1e-5, "tensor {i}: fused AdamW differs by {diff} (scale {scale})");
+    }
+    let (steps, state) = adam.state();
+    assert_eq!(steps, 6);
+    assert_eq!(state.len(), 2 * (params.len() - 1), "moments for the tensors with gradients only");
+}
+
+#[test]
+fn the_average_and_clipping_cover_every_tensor_in_one_call() {
+    headroom_train::tch::manual_seed(3);
+    let params: Vec<Tensor> = [&[4i64, 3][..], &[5], &[2, 2, 2]]
+        .iter()
+        .map(|s| Tensor::randn(*s, (Kind::Float, Device::Cpu)).set_requires_grad(true))
+        .collect();
+    let names = ["a", "b", "c"];
+    let named: Vec<(&str, &Tensor)> = names.iter().copied().zip(params.iter()).collect();
+    let mut ema = Ema::new(&named);
+    let start: Vec<Tensor> = params.iter().map(|p| p.detach().copy()).collect();
+    {
+        let _guard = headroom_train::tch::no_grad_guard();
+        for p in &params {
+            let _ = p.shallow_clone().f_add_(&p.ones_like()).expect("move");
+        }
+    }
+    ema.update(&named, 100).expect("update");
+    let d = Ema::decay(100);
+    for ((name, p), s) in named.iter().zip(&start) {
+        let expected = s * d + p.detach() * (1.0 - d);
+        let diff = (&ema.tensors()[*name] - expected).abs().max().double_value(&[]);
+        assert!(diff < 1e-6, "average of {name} differs by {diff}");
+    }
+    for p in &params {
+        (p * p).sum(Kind::Float).divide_scalar(2.0).backward(); // grad = p
+    }
+    let joint =
+        params.iter().map(|p| p.detach().square().sum(Kind::Double).double_value(&[])).sum::<f64>().sqrt();
+    let before = clip_grad_norm(&named, 1.0).expect("clip");
+    assert!((before - joint).abs() < 1e-4 * joint, "joint norm {before}, {joint} expected");
+    let after =
+        params.iter().map(|p| p.grad().square().sum(Kind::Double).double_value(&[])).sum::<f64>().sqrt();
+    assert!((after - 1.0).abs() < 1e-4, "clipped to norm {after}, 1 expected");
 }
 
 /// One object in the middle of a 64×64 input, one level of stride 8 (8×8 anchors), 3 classes.

@@ -36,13 +36,28 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
     use headroom_run::run::{RunEnd, RunOptions};
     use headroom_run::spec::RunSpec;
 
+    if let Some(trace) = &args.profile {
+        let folder =
+            trace.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        anyhow::ensure!(
+            folder.is_dir(),
+            "--profile {}: the folder {} does not exist",
+            trace.display(),
+            folder.display()
+        );
+    }
     let interrupt = super::interrupt::Interrupt::install()?;
     let allocator = match args.allocator {
         AllocatorArg::Pooled => headroom_train::memory_guard::Allocator::Pooled,
         AllocatorArg::Compact => headroom_train::memory_guard::Allocator::Compact,
         AllocatorArg::Fast => headroom_train::memory_guard::Allocator::Fast,
     };
-    let options = RunOptions { threads: args.threads, stop: Some(interrupt.flag()), allocator };
+    let options = RunOptions {
+        threads: args.threads,
+        stop: Some(interrupt.flag()),
+        allocator,
+        profile: args.profile.clone().map(|path| (path, args.profile_passes as u64)),
+    };
     let mut observer = super::train_progress::TerminalObserver::default();
     let end = match resume_dir(args)? {
         Some(dir) => {

@@ -168,6 +168,14 @@ pub struct Args {
     /// slower on a CPU) or fast (glibc's defaults: up to 1.5x the memory). docs/TRAIN.md "Memory".
     #[arg(long, value_enum, default_value_t = AllocatorArg::Pooled)]
     pub allocator: AllocatorArg,
+    /// Write a Chrome trace of libtorch's ops (its own profiler: forward, backward, optimiser, the
+    /// average, each inside its phase) over --profile-passes passes after the run's first, to FILE;
+    /// scripts/bench/step_profile.py sums it by op beside PyTorch's profile of Ultralytics.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
+    /// Passes traced by --profile.
+    #[arg(long, default_value_t = 8, value_parser = super::provider_args::count_arg::<1, 10000>)]
+    pub profile_passes: usize,
     /// What runs the frozen trunk: ort (ONNX Runtime on the trunk cut out of the same file) or
     /// torch (headroom's libtorch executor) [default: ort].
     #[arg(long, value_enum)]
