@@ -1,5 +1,5 @@
 //! The optimiser's arithmetic over all trained tensors in one libtorch call each: PyTorch's fused
-//! AdamW (`torch.optim.AdamW(fused=True)`) and its foreach kernels (`torch._foreach_*`), reached
+//! AdamW and SGD (`torch.optim.AdamW(fused=True)`, `SGD(fused=True)`) and its foreach kernels (`torch._foreach_*`), reached
 //! through vendor/torch-sys/libtch/headroom_api.cpp because tch does not bind list-of-tensor ops.
 //! One call instead of a dozen tch calls, scalar wrappers and temporaries per tensor: on the demo
 //! student (126 trained tensors) the step's optimiser, clipping, average and gradient zeroing went
@@ -29,6 +29,19 @@ mod native {
             beta2: f64,
             weight_decay: f64,
             eps: f64,
+            err: *mut c_char,
+            len: c_long,
+        ) -> c_long;
+        pub(super) fn headroom_fused_sgd(
+            params: *const *mut c_void,
+            grads: *const *mut c_void,
+            momentum_buffers: *const *mut c_void,
+            n: c_long,
+            lr: f64,
+            momentum: f64,
+            weight_decay: f64,
+            nesterov: bool,
+            first: bool,
             err: *mut c_char,
             len: c_long,
         ) -> c_long;
@@ -129,6 +142,47 @@ pub fn fused_adamw(
                 betas.1,
                 weight_decay,
                 eps,
+                err,
+                len,
+            )
+        }
+    })
+}
+
+/// SGD's update of `params` with their `grads` and `momentum_buffers` (written from the gradients
+/// when `first`, updated in place after): libtorch's `_fused_sgd_`, L2 `weight_decay`, momentum
+/// without dampening, Nesterov or not. Every tensor of one call has the same dtype and device.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_sgd(
+    params: &[&Tensor],
+    grads: &[&Tensor],
+    momentum_buffers: &[&Tensor],
+    lr: f64,
+    momentum: f64,
+    weight_decay: f64,
+    nesterov: bool,
+    first: bool,
+) -> Result<()> {
+    let n = length("fused SGD", &[params.len(), grads.len(), momentum_buffers.len()])?;
+    if n == 0 {
+        return Ok(());
+    }
+    let (p, g, b) = (handles(params), handles(grads), handles(momentum_buffers));
+    checked("fused SGD", |err, len| {
+        // SAFETY: three lists of `n` live tensor handles (borrowed for the call) and an error
+        // buffer of `len` bytes.
+        #[allow(unsafe_code)]
+        unsafe {
+            native::headroom_fused_sgd(
+                p.as_ptr(),
+                g.as_ptr(),
+                b.as_ptr(),
+                n,
+                lr,
+                momentum,
+                weight_decay,
+                nesterov,
+                first,
                 err,
                 len,
             )

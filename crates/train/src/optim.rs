@@ -1,6 +1,8 @@
-//! SGD as `torch.optim.SGD` computes it (momentum, optional Nesterov, L2 weight decay), with
-//! Ultralytics' parameter groups: weight decay on weights (tensors of rank ≥ 2), none on biases.
-//! State is kept per parameter name, so it can be saved with a checkpoint.
+//! SGD and AdamW as `torch.optim.SGD` and `AdamW` compute them (SGD: momentum, optional Nesterov,
+//! L2 weight decay; AdamW: decoupled decay), with Ultralytics' parameter groups: weight decay on
+//! weights (tensors of rank ≥ 2), none on biases. Each step is libtorch's fused kernel over all
+//! tensors of a group ([`crate::foreach`]); state is kept per parameter name, so it can be saved
+//! with a checkpoint.
 
 use std::collections::HashMap;
 
@@ -36,7 +38,9 @@ impl Sgd {
     }
 
     /// [`Sgd::step`] with separate learning rates for weights (rank ≥ 2) and biases, as Ultralytics'
-    /// warmup sets them per parameter group.
+    /// warmup sets them per parameter group: libtorch's fused SGD over every parameter that has a
+    /// gradient, one call per group (weights with decay, biases without) and per state (momentum
+    /// buffers to update, or to start from the gradients).
     pub fn step_with(
         &mut self,
         parameters: &[(&str, &Tensor)],
@@ -44,31 +48,36 @@ impl Sgd {
         lr_biases: f64,
     ) -> Result<()> {
         let _guard = tch::no_grad_guard();
-        for &(name, p) in parameters {
-            let lr = if p.dim() >= 2 { lr_weights } else { lr_biases };
-            let grad = p.grad();
-            if !grad.defined() {
-                continue;
+        let grads: Vec<(&str, &Tensor, Tensor)> =
+            parameters.iter().map(|&(n, p)| (n, p, p.grad())).filter(|(_, _, g)| g.defined()).collect();
+        for (weights, lr, decay) in [(true, lr_weights, self.weight_decay), (false, lr_biases, 0.0)] {
+            // Tensors with a buffer first: the second call gives the others theirs.
+            for first in [false, true] {
+                let group: Vec<&(&str, &Tensor, Tensor)> = grads
+                    .iter()
+                    .filter(|(n, p, _)| (p.dim() >= 2) == weights && self.buffers.contains_key(*n) != first)
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
+                if first {
+                    for (name, p, _) in &group {
+                        self.buffers.insert(name.to_string(), p.f_zeros_like()?);
+                    }
+                }
+                let buffers: Vec<&Tensor> =
+                    group.iter().filter_map(|(n, _, _)| self.buffers.get(*n)).collect();
+                foreach::fused_sgd(
+                    &group.iter().map(|(_, p, _)| *p).collect::<Vec<_>>(),
+                    &group.iter().map(|(_, _, g)| g).collect::<Vec<_>>(),
+                    &buffers,
+                    lr,
+                    self.momentum,
+                    decay,
+                    self.nesterov,
+                    first,
+                )?;
             }
-            let mut g = if self.weight_decay != 0.0 && p.dim() >= 2 {
-                grad.f_add(&p.f_mul_scalar(self.weight_decay)?)?
-            } else {
-                grad.shallow_clone()
-            };
-            if self.momentum != 0.0 {
-                let buffer = match self.buffers.remove(name) {
-                    Some(b) => b.f_mul_scalar(self.momentum)?.f_add(&g)?,
-                    None => g.f_detach_copy()?,
-                };
-                g = if self.nesterov {
-                    g.f_add(&buffer.f_mul_scalar(self.momentum)?)?
-                } else {
-                    buffer.shallow_clone()
-                };
-                self.buffers.insert(name.to_string(), buffer);
-            }
-            let mut p = p.shallow_clone();
-            let _updated = p.f_sub_(&g.f_mul_scalar(lr)?)?;
         }
         Ok(())
     }

@@ -114,6 +114,60 @@ fn fused_adamw_over_many_tensors_steps_as_the_per_tensor_formula() {
 }
 
 #[test]
+fn fused_sgd_over_many_tensors_steps_as_the_per_tensor_formula() {
+    headroom_train::tch::manual_seed(11);
+    let shapes: [&[i64]; 4] = [&[8, 4, 3, 3], &[8], &[6, 8], &[6]];
+    let params: Vec<Tensor> = shapes
+        .iter()
+        .map(|s| Tensor::randn(*s, (Kind::Float, Device::Cpu)).set_requires_grad(true))
+        .collect();
+    let names: Vec<String> = (0..params.len()).map(|i| format!("p{i}")).collect();
+    // (value, momentum buffer): torch.optim.SGD's per-tensor loop, Nesterov, L2 decay on weights.
+    let mut reference: Vec<(Tensor, Option<Tensor>)> =
+        params.iter().map(|p| (p.detach().copy(), None)).collect();
+    let (momentum, wd) = (0.937, 5e-4);
+    let mut sgd = Sgd::new(0.0, momentum, true, wd);
+    let (lr_weights, lr_biases) = (0.01, 0.1);
+    for step in 0..6 {
+        // The first bias joins at the third step: its buffer starts then, the others' go on.
+        for (i, p) in params.iter().enumerate() {
+            if i == 1 && step < 2 {
+                continue;
+            }
+            let mut g = p.grad();
+            if g.defined() {
+                let _ = g.zero_();
+            }
+            (p * Tensor::randn(p.size(), (Kind::Float, Device::Cpu))).sum(Kind::Float).backward();
+            let (value, buffer) = &mut reference[i];
+            let (lr, decay) = if p.dim() >= 2 { (lr_weights, wd) } else { (lr_biases, 0.0) };
+            let g = p.grad() + &*value * decay;
+            let b = match buffer.take() {
+                Some(b) => b * momentum + &g,
+                None => g.copy(),
+            };
+            *value = &*value - (&g + &b * momentum) * lr;
+            *buffer = Some(b);
+        }
+        let named: Vec<(&str, &Tensor)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(params.iter())
+            .enumerate()
+            .filter(|(i, _)| !(*i == 1 && step < 2))
+            .map(|(_, pair)| pair)
+            .collect();
+        sgd.step_with(&named, lr_weights, lr_biases).expect("step");
+    }
+    for (i, (p, (expected, _))) in params.iter().zip(&reference).enumerate() {
+        let diff = (p.detach() - expected).abs().max().double_value(&[]);
+        let scale = expected.abs().max().double_value(&[]).max(1e-3);
+        assert!(diff / scale < 1e-5, "tensor {i}: fused SGD differs by {diff} (scale {scale})");
+    }
+    assert_eq!(sgd.buffers().len(), params.len());
+}
+
+#[test]
 fn the_average_and_clipping_cover_every_tensor_in_one_call() {
     headroom_train::tch::manual_seed(3);
     let params: Vec<Tensor> = [&[4i64, 3][..], &[5], &[2, 2, 2]]

@@ -103,6 +103,21 @@ long headroom_fused_adamw(at::Tensor *const *params, at::Tensor *const *grads, a
   }
 }
 
+// torch.optim.SGD(fused=True)'s update of `n` parameters (L2 weight decay, momentum without
+// dampening, Nesterov or not): `momentum_buffers` are written from the gradients at the first step
+// (`first`) and updated in place after.
+long headroom_fused_sgd(at::Tensor *const *params, at::Tensor *const *grads, at::Tensor *const *momentum_buffers,
+                        long n, double lr, double momentum, double weight_decay, bool nesterov, bool first, char *err,
+                        long len) {
+  try {
+    at::_fused_sgd_(tensors(params, n), tensors(grads, n), tensors(momentum_buffers, n), weight_decay, momentum, lr,
+                    /*dampening=*/0.0, nesterov, /*maximize=*/false, first);
+    return 0;
+  } catch (const std::exception &e) {
+    return failed(e, err, len);
+  }
+}
+
 // Ultralytics' ModelEMA update of `n` tensors: average = average * decay + value * (1 - decay), as
 // one lerp per tensor (average + (1 - decay) * (value - average)).
 long headroom_foreach_ema(at::Tensor *const *average, at::Tensor *const *value, long n, double decay, char *err,
