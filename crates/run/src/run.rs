@@ -58,6 +58,7 @@ pub fn start(
     observer: &mut dyn Observer,
 ) -> Result<RunEnd> {
     spec.validate()?;
+    check_options(options)?;
     if dir.exists() {
         return Err(Error::Folder {
             dir: dir.to_path_buf(),
@@ -91,7 +92,16 @@ pub fn resume(
     {
         return Ok(RunEnd::AlreadyFinished(results));
     }
+    check_options(options)?;
     execute(spec, dir, false, options, observer)
+}
+
+/// What can refuse the options before anything is written: a trace whose folder is missing.
+fn check_options(options: &RunOptions) -> Result<()> {
+    if let Some((path, _)) = &options.profile {
+        headroom_train::profile::check_destination(path)?;
+    }
+    Ok(())
 }
 
 /// The model a run trains from: the student's file, re-normalised when the spec asks.

@@ -209,22 +209,39 @@ impl MemoryCap {
 /// How libtorch's CPU tensors get their memory and give it back: `--allocator` of `headroom train`
 /// (docs/TRAIN.md "Memory: the allocator", docs/BENCHMARKS.md "The allocator").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Allocator {
     /// headroom's pool ([`crate::cpu_pool`]): a best-fit heap whose freed blocks serve the next
     /// tensors, its resident pages within 1 + [`crate::cpu_pool::DEFAULT_SLACK`] times the most
     /// ever in use: compact's memory without the page faults of fresh pages at every step.
     #[default]
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "Freed tensors' memory serves the next tensors (best fit in one heap), its resident \
+                      pages kept within 1.25x the most ever in use: compact's memory at fast's speed")
+    )]
     Pooled,
+    /// A fixed mmap threshold of [`COMPACT_MMAP_THRESHOLD`]: every tensor above it is mapped on
+    /// allocation and unmapped on free, so the resident set follows what is in use. Costs the
+    /// page faults of fresh pages (a step at 640 on the CPU takes 2–3× as long).
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "Freed tensors go back to the system: the resident set follows what is in use; every \
+                      step pays the page faults of fresh memory")
+    )]
+    Compact,
     /// glibc's defaults: blocks below the mmap threshold are kept for reuse, and the threshold
     /// rises to the largest block freed (up to 32 MiB on 64-bit), so after the first steps most
     /// tensors come from the heap, whose free gaps stay resident. The resident set grows above what
     /// is in use (measured: 600–670 MB for 400 MB in use, `--train all` at 640).
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            help = "glibc's defaults: freed memory is kept for reuse; faster on the CPU, more resident memory"
+        )
+    )]
     Fast,
-    /// A fixed mmap threshold of [`COMPACT_MMAP_THRESHOLD`]: every tensor above it is mapped on
-    /// allocation and unmapped on free, so the resident set follows what is in use. Costs the
-    /// page faults of fresh pages (a step at 640 on the CPU takes 2–3× as long).
-    Compact,
 }
 
 /// The fixed mmap threshold of [`Allocator::Compact`] (and of glibc's blocks under

@@ -25,6 +25,18 @@ mod native {
 /// Whether a trace is recording (spans are made only then).
 static RECORDING: AtomicBool = AtomicBool::new(false);
 
+/// Refuses a trace path whose folder does not exist (before a run creates anything).
+pub fn check_destination(path: &Path) -> Result<()> {
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if folder.is_dir() {
+        return Ok(());
+    }
+    Err(Error::File {
+        path: path.to_path_buf(),
+        reason: format!("the folder {} does not exist", folder.display()),
+    })
+}
+
 /// A recording trace: libtorch's profiler on, until [`OpTrace::finish`] writes it.
 #[derive(Debug)]
 pub struct OpTrace {

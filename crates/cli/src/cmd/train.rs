@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::Outcome;
 pub use super::train_args::Args;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-use super::train_args::{AllocatorArg, PlanMode};
+use super::train_args::PlanMode;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 use headroom_run::inputs::refuse_fp16;
 
@@ -36,26 +36,11 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
     use headroom_run::run::{RunEnd, RunOptions};
     use headroom_run::spec::RunSpec;
 
-    if let Some(trace) = &args.profile {
-        let folder =
-            trace.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-        anyhow::ensure!(
-            folder.is_dir(),
-            "--profile {}: the folder {} does not exist",
-            trace.display(),
-            folder.display()
-        );
-    }
     let interrupt = super::interrupt::Interrupt::install()?;
-    let allocator = match args.allocator {
-        AllocatorArg::Pooled => headroom_train::memory_guard::Allocator::Pooled,
-        AllocatorArg::Compact => headroom_train::memory_guard::Allocator::Compact,
-        AllocatorArg::Fast => headroom_train::memory_guard::Allocator::Fast,
-    };
     let options = RunOptions {
         threads: args.threads,
         stop: Some(interrupt.flag()),
-        allocator,
+        allocator: args.allocator,
         profile: args.profile.clone().map(|path| (path, args.profile_passes as u64)),
     };
     let mut observer = super::train_progress::TerminalObserver::default();
@@ -88,7 +73,6 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             } else {
                 super::plan::check_unused_sizes(&args.budget)?;
             }
-            spec.validate()?;
             let dir = headroom_run::folder::new_run_dir(&args.project, args.name.as_deref())?;
             headroom_run::run::start(&spec, &dir, &options, &mut observer)?
         }

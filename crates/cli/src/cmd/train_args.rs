@@ -10,6 +10,7 @@ pub use super::train_shared::{OptimizerArg, part_arg};
 use headroom_onnx::Trainable;
 use headroom_plan::DeviceChoice;
 use headroom_train::config::limits;
+use headroom_train::memory_guard::Allocator;
 
 /// Arguments of `headroom train`.
 #[derive(Debug, Clone, clap::Args)]
@@ -166,8 +167,8 @@ pub struct Args {
     /// default: a best-fit heap kept within 1.25x the most ever in use: fast's speed at about
     /// compact's memory), compact (every block above 128 KiB mapped fresh and unmapped: 2.5-3.6x
     /// slower on a CPU) or fast (glibc's defaults: up to 1.5x the memory). docs/TRAIN.md "Memory".
-    #[arg(long, value_enum, default_value_t = AllocatorArg::Pooled)]
-    pub allocator: AllocatorArg,
+    #[arg(long, value_enum, default_value_t = Allocator::Pooled)]
+    pub allocator: Allocator,
     /// Write a Chrome trace of libtorch's ops (its own profiler: forward, backward, optimiser, the
     /// average, each inside its phase) over --profile-passes passes after the run's first, to FILE;
     /// scripts/bench/step_profile.py sums it by op beside PyTorch's profile of Ultralytics.
@@ -268,19 +269,6 @@ pub enum PlanMode {
     Off,
     /// Train with the first configuration of the fit ladder that fits the device's budget.
     Auto,
-}
-
-/// `--allocator`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AllocatorArg {
-    /// Freed tensors' memory serves the next tensors (best fit in one heap), its resident pages
-    /// kept within 1.25x the most ever in use: compact's memory at fast's speed.
-    Pooled,
-    /// Freed tensors go back to the system: the resident set follows what is in use; every step
-    /// pays the page faults of fresh memory.
-    Compact,
-    /// glibc's defaults: freed memory is kept for reuse; faster on the CPU, more resident memory.
-    Fast,
 }
 
 /// `--hsv H,S,V`, each in [0, 1].
