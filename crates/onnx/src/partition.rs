@@ -100,6 +100,25 @@ pub struct Partition {
 }
 
 impl Partition {
+    /// How many segments, from the first, a checkpointed backward recomputes; the rest, the kept
+    /// tail, run once with autograd and the loss's backward goes through them at once (PyTorch's
+    /// `checkpoint_sequential` keeps its last segment the same way).
+    ///
+    /// The tail is the detect head's segments (its branches, each a segment) when modules before
+    /// the head train too: their recomputation is a third of a YOLO model's arithmetic, while the
+    /// peak of a checkpointed step is reached recomputing the neck and trunk at stride 8, so keeping
+    /// them costs little (measured at 640, batch 2, every layer: −11 % of a pass, +3.6 MB of peak;
+    /// docs/BENCHMARKS.md). When only the head trains, its segments are the whole recomputation and
+    /// only the last one is kept.
+    pub fn recomputed(&self) -> usize {
+        let n = self.segments.len();
+        let head = self.segments.last().and_then(|s| s.module);
+        let first_head = self.segments.iter().position(|s| head.is_some() && s.module == head).unwrap_or(n);
+        if first_head > 0 && first_head < n { first_head } else { n.saturating_sub(1) }
+    }
+}
+
+impl Partition {
     /// Splits `graph` (described by `inspection`) as `spec` says.
     pub fn new(graph: &Graph, inspection: &Inspection, spec: Trainable) -> Result<Partition> {
         let err =

@@ -101,3 +101,21 @@ fn a_graph_that_is_not_a_detector_is_rejected() {
     let err = inspect(&model).expect_err("not a detector");
     assert!(matches!(err, Error::NotDetector { .. }), "{err}");
 }
+
+#[test]
+fn a_checkpointed_backward_keeps_the_detect_head_when_more_than_the_head_trains() {
+    use headroom_onnx::{Partition, Trainable};
+    let model = Model::load(root().join("models/demo/yolov8n-shapes-160.onnx")).expect("demo");
+    let inspection = inspect(&model).expect("inspect");
+    let head = inspection.head.module;
+    // Every layer: the detect head's branches (six, and its decoding) are the kept tail.
+    let all = Partition::new(&model.graph, &inspection, Trainable::Freeze(0)).expect("all");
+    let split = all.recomputed();
+    assert!(split > 0 && split < all.segments.len(), "{split} of {}", all.segments.len());
+    assert!(all.segments[split..].iter().all(|s| s.module == head), "the tail is the head");
+    assert!(all.segments[split - 1].module != head, "and all of it");
+    assert!(all.segments.len() - split >= 6, "{} head segments", all.segments.len() - split);
+    // The head alone: its segments are the whole recomputation; only the last is kept.
+    let only = Partition::new(&model.graph, &inspection, Trainable::Head).expect("head");
+    assert_eq!(only.recomputed(), only.segments.len() - 1);
+}

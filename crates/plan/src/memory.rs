@@ -623,11 +623,14 @@ fn head_phase(
         let backward = lists.iter().filter_map(|l| transient(l)).max().unwrap_or(0);
         return HeadPhase { activations: kept, backward, by_op };
     }
-    // Checkpointed: boundaries stay; segments recompute one at a time in reverse.
+    // Checkpointed: boundaries stay; the kept tail (`Partition::recomputed`) runs once with autograd,
+    // its saved activations alive together; then the other segments recompute one at a time in
+    // reverse.
     let forward = simulate(graph, storages, &lists, &initial, &boundary_names, None);
     let mut best =
         HeadPhase { activations: forward.peak.saturating_sub(cut_total), backward: 0, by_op: by_op.clone() };
-    let segments = &partition.segments;
+    let groups = recompute_groups(partition);
+    let segments = &groups;
     let mut pending: HashSet<String> =
         partition.head_outputs.iter().filter_map(|n| storages.base(n).map(str::to_string)).collect();
     for index in (0..segments.len()).rev() {
@@ -675,6 +678,30 @@ fn head_phase(
         }
     }
     best
+}
+
+/// The segments as a checkpointed backward recomputes them: each recomputed segment alone, then
+/// the kept tail as one (its nodes in order, its inputs from before it, its outputs).
+fn recompute_groups(partition: &Partition) -> Vec<headroom_onnx::Segment> {
+    let split = partition.recomputed();
+    let mut groups: Vec<headroom_onnx::Segment> = partition.segments[..split].to_vec();
+    let tail = &partition.segments[split..];
+    if !tail.is_empty() {
+        let made: HashSet<&str> = tail.iter().flat_map(|s| &s.outputs).map(String::as_str).collect();
+        let mut inputs: Vec<String> = Vec::new();
+        for name in tail.iter().flat_map(|s| &s.inputs) {
+            if !made.contains(name.as_str()) && !inputs.contains(name) {
+                inputs.push(name.clone());
+            }
+        }
+        groups.push(headroom_onnx::Segment {
+            module: tail.last().and_then(|s| s.module),
+            nodes: tail.iter().flat_map(|s| s.nodes.iter().copied()).collect(),
+            inputs,
+            outputs: tail.iter().flat_map(|s| s.outputs.iter().cloned()).collect(),
+        });
+    }
+    groups
 }
 
 /// The loss' temporaries per image at its peak, and what it keeps into backward (see

@@ -180,12 +180,8 @@ fn to_batch_from(
     device: Device,
 ) -> Batch {
     let (width, height) = samples.first().map_or((1, 1), |s| (s.image.width(), s.image.height()));
-    let plane = width as usize * height as usize;
-    let mut pixels = vec![0f32; samples.len() * 3 * plane];
     let (mut targets, mut soft_out) = (Vec::new(), Vec::new());
     for (i, sample) in samples.iter().enumerate() {
-        pixels[i * 3 * plane..(i + 1) * 3 * plane]
-            .copy_from_slice(&headroom_core::preprocess::to_chw(&sample.image));
         for object in &sample.boxes {
             let (group, index, b) = (object.class / 65536, object.class % 65536, object.bbox);
             let Some(record) = sources[i].get(group) else { continue };
@@ -201,8 +197,21 @@ fn to_batch_from(
             soft_out.push(soft.get(&record.image).and_then(|v| v.get(index).cloned().flatten()));
         }
     }
-    let images = Tensor::from_slice(&pixels)
-        .view([samples.len() as i64, 3, height as i64, width as i64])
-        .to_device(device);
-    Batch { images, targets, soft: soft_out }
+    Batch { images: to_images(samples, width, height, device), targets, soft: soft_out }
+}
+
+/// The samples' pixels as `[B, 3, H, W]` floats in [0, 1] on `device`, as Ultralytics makes them
+/// (`img.float() / 255`, the same correctly rounded division as `f32::from(byte) / 255.0`). The
+/// bytes go to the device as they are (a quarter of the floats' size) and are converted there, in
+/// tensors from libtorch's allocator (the pool on the CPU: no fresh pages every pass).
+fn to_images(samples: &[Sample], width: u32, height: u32, device: Device) -> Tensor {
+    let shape = [i64::from(height), i64::from(width), 3];
+    let each: Vec<Tensor> =
+        samples.iter().map(|s| Tensor::from_slice(s.image.as_raw()).view(shape)).collect();
+    let bytes = if each.is_empty() {
+        Tensor::zeros([0, i64::from(height), i64::from(width), 3], (tch::Kind::Uint8, Device::Cpu))
+    } else {
+        Tensor::stack(&each, 0)
+    };
+    bytes.to_device(device).permute([0, 3, 1, 2]).contiguous().to_kind(tch::Kind::Float) / 255.0
 }

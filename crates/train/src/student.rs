@@ -2,10 +2,12 @@
 //! a plain or a checkpointed backward pass.
 //!
 //! Checkpointing: the segments first run forward without autograd, keeping only the activations that
-//! cross segment boundaries. The loss is taken on the head tensors, then the segments are re-run one
-//! at a time in reverse order with autograd on, and each one's backward is seeded with the gradient
-//! of its outputs (`Σ output · grad`, a vector-Jacobian product). Parameter gradients accumulate as
-//! in the plain backward; at any moment only one segment's activations are alive.
+//! cross segment boundaries; the kept tail ([`Partition::recomputed`]: the detect head when more
+//! than the head trains, else the last segment) then runs with autograd, and the loss's backward goes
+//! through it. The other segments are re-run one at a time in reverse order with autograd on, and
+//! each one's backward is seeded with the gradient of its outputs (`Σ output · grad`, a
+//! vector-Jacobian product). Parameter gradients accumulate as in the plain backward; at any moment
+//! only one recomputed segment's activations (or the tail's) are alive.
 
 use std::collections::{HashMap, HashSet};
 
@@ -246,15 +248,17 @@ impl Student {
         loss: impl FnOnce(&[Tensor]) -> Result<Tensor>,
     ) -> Result<f64> {
         let segments = &self.partition.segments;
-        // 1. Forward without autograd, remembering each segment's inputs.
+        let cut_names: HashSet<&str> = self.partition.cut.iter().map(String::as_str).collect();
+        // 1. Forward without autograd but for the last segment, remembering each segment's inputs.
         let mut boundary: HashMap<String, Tensor> =
             cut.0.iter().map(|(k, v)| (k.clone(), v.shallow_clone())).collect();
+        let recomputed = self.recomputed();
         {
             let _guard = tch::no_grad_guard();
             let mut env: HashMap<String, Tensor> =
                 boundary.iter().map(|(k, v)| (k.clone(), v.shallow_clone())).collect();
             let keep = self.boundary_names();
-            for (index, segment) in segments.iter().enumerate() {
+            for (index, segment) in segments.iter().enumerate().take(recomputed) {
                 self.run_segment(index, &mut env, &keep)?;
                 for name in &segment.outputs {
                     if let Some(t) = env.get(name) {
@@ -263,43 +267,41 @@ impl Student {
                 }
             }
         }
-        // 2. Loss on detached head outputs gives their gradients.
+        // 2. The kept tail with autograd, the loss on its head outputs, one backward through both:
+        // the gradients of the tail's inputs from earlier segments (and of head outputs made earlier).
         let mut grads: HashMap<String, Tensor> = HashMap::new();
-        let heads: Vec<Tensor> = self
-            .partition
-            .head_outputs
-            .iter()
-            .map(|n| {
-                boundary
-                    .get(n)
-                    .map(|t| t.detach().set_requires_grad(true))
-                    .ok_or_else(|| Error::UnknownTensor { name: n.clone() })
-            })
-            .collect::<Result<_>>()?;
+        let (mut env, mut leaves) = self.run_tail_with_leaves(recomputed, &boundary, &cut_names)?;
+        let mut heads = Vec::with_capacity(self.partition.head_outputs.len());
+        for name in &self.partition.head_outputs {
+            if let Some(t) = env.get(name) {
+                heads.push(t.shallow_clone());
+                continue;
+            }
+            let value = boundary.get(name).ok_or_else(|| Error::UnknownTensor { name: name.clone() })?;
+            let leaf = value.detach().set_requires_grad(true);
+            leaves.push((name.clone(), leaf.shallow_clone()));
+            heads.push(leaf);
+        }
         let loss = loss(&heads)?;
         loss.f_backward()?;
-        for (name, t) in self.partition.head_outputs.iter().zip(&heads) {
-            accumulate(&mut grads, name, t.grad());
-        }
         drop(heads);
-        // 3. Segments in reverse: recompute with autograd, backward seeded with the output gradients.
-        let cut_names: HashSet<&str> = self.partition.cut.iter().map(String::as_str).collect();
-        for index in (0..segments.len()).rev() {
-            let segment = &segments[index];
-            let mut env = HashMap::new();
-            let mut leaves = Vec::new();
-            for name in &segment.inputs {
-                let value = boundary.get(name).ok_or_else(|| Error::UnknownTensor { name: name.clone() })?;
-                let needs_grad = !cut_names.contains(name.as_str()) && value.is_floating_point();
-                let leaf =
-                    if needs_grad { value.detach().set_requires_grad(true) } else { value.shallow_clone() };
-                if needs_grad {
-                    leaves.push((name.clone(), leaf.shallow_clone()));
-                }
-                env.insert(name.clone(), leaf);
+        env.clear();
+        for (name, leaf) in leaves {
+            let g = leaf.grad();
+            if g.defined() {
+                accumulate(&mut grads, &name, g);
             }
-            let keep: HashSet<&str> = segment.outputs.iter().map(String::as_str).collect();
-            self.run_segment(index, &mut env, &keep)?;
+        }
+        for segment in &segments[recomputed..] {
+            for name in &segment.outputs {
+                boundary.remove(name);
+            }
+        }
+        // 3. The other segments in reverse: recompute with autograd, backward seeded with the
+        // output gradients.
+        for index in (0..recomputed).rev() {
+            let segment = &segments[index];
+            let (env, leaves) = self.run_with_leaves(index..index + 1, &boundary, &cut_names)?;
             let mut surrogate: Option<Tensor> = None;
             for name in &segment.outputs {
                 let (Some(out), Some(grad)) = (env.get(name), grads.remove(name)) else { continue };
@@ -328,6 +330,63 @@ impl Student {
             }
         }
         Ok(loss.f_double_value(&[])?)
+    }
+
+    /// How many segments, from the first, the checkpointed backward recomputes
+    /// ([`Partition::recomputed`]); the rest (the kept tail) run once with autograd.
+    fn recomputed(&self) -> usize {
+        self.partition.recomputed()
+    }
+
+    /// The kept tail, segments `from..`, run with autograd (see [`Student::run_with_leaves`]), the
+    /// head outputs kept.
+    #[allow(clippy::type_complexity)]
+    fn run_tail_with_leaves(
+        &self,
+        from: usize,
+        boundary: &HashMap<String, Tensor>,
+        cut_names: &HashSet<&str>,
+    ) -> Result<(HashMap<String, Tensor>, Vec<(String, Tensor)>)> {
+        self.run_with_leaves(from..self.partition.segments.len(), boundary, cut_names)
+    }
+
+    /// Segments `range` run in order with autograd on their inputs from `boundary`: each input that
+    /// an earlier segment made (not a cut tensor, floating point) becomes a leaf whose gradient is
+    /// read after the backward. Keeps the segments' outputs and the head outputs in the returned
+    /// environment.
+    #[allow(clippy::type_complexity)]
+    fn run_with_leaves(
+        &self,
+        range: std::ops::Range<usize>,
+        boundary: &HashMap<String, Tensor>,
+        cut_names: &HashSet<&str>,
+    ) -> Result<(HashMap<String, Tensor>, Vec<(String, Tensor)>)> {
+        let segments = &self.partition.segments[range.clone()];
+        let made: HashSet<&str> = segments.iter().flat_map(|s| &s.outputs).map(String::as_str).collect();
+        let mut env = HashMap::new();
+        let mut leaves = Vec::new();
+        for name in segments.iter().flat_map(|s| &s.inputs) {
+            if made.contains(name.as_str()) || env.contains_key(name) {
+                continue;
+            }
+            let value = boundary.get(name).ok_or_else(|| Error::UnknownTensor { name: name.clone() })?;
+            let needs_grad = !cut_names.contains(name.as_str()) && value.is_floating_point();
+            let leaf =
+                if needs_grad { value.detach().set_requires_grad(true) } else { value.shallow_clone() };
+            if needs_grad {
+                leaves.push((name.clone(), leaf.shallow_clone()));
+            }
+            env.insert(name.clone(), leaf);
+        }
+        // Every segment's inputs and outputs stay until the last segment has run (a tensor that two
+        // of them read must not go after the first).
+        let mut keep: HashSet<&str> = made.clone();
+        keep.extend(segments.iter().flat_map(|s| &s.inputs).map(String::as_str));
+        keep.extend(self.partition.head_outputs.iter().map(String::as_str));
+        for index in range {
+            self.run_segment(index, &mut env, &keep)?;
+        }
+        Ok((env, leaves))
     }
 }
 

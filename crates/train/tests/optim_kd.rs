@@ -64,6 +64,25 @@ fn clipping_scales_gradients_to_the_norm() {
     );
 }
 
+#[test]
+fn clipping_takes_the_joint_norm_of_every_gradient() {
+    // Gradients (3, 4), (12) and a 2x2 of zeros: the joint norm is sqrt(9 + 16 + 144) = 13, each
+    // tensor scaled by the same 6.5 / 13.
+    let a = Tensor::from_slice(&[3.0f32, 4.0]).set_requires_grad(true);
+    let b = Tensor::from_slice(&[12.0f32]).set_requires_grad(true);
+    let c = Tensor::zeros([2, 2], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    let half = |t: &Tensor| (t * t).sum(Kind::Float).divide_scalar(2.0);
+    (half(&a) + half(&b) + half(&c)).backward();
+    let before = clip_grad_norm(&[("a", &a), ("b", &b), ("c", &c)], 6.5).expect("clip");
+    assert!((before - 13.0).abs() < 1e-9, "{before}");
+    let ga = Vec::<f32>::try_from(&a.grad()).expect("grad");
+    let gb = Vec::<f32>::try_from(&b.grad()).expect("grad");
+    assert!(
+        (ga[0] - 1.5).abs() < 1e-5 && (ga[1] - 2.0).abs() < 1e-5 && (gb[0] - 6.0).abs() < 1e-5,
+        "{ga:?} {gb:?}"
+    );
+}
+
 /// AdamW written out tensor by tensor as `torch.optim.AdamW` documents it (decoupled decay on
 /// weights only, bias-corrected moments): the reference the fused update is held to.
 fn adamw_reference(p: &mut Tensor, g: &Tensor, m: &mut Tensor, v: &mut Tensor, step: i32, lr: f64, wd: f64) {

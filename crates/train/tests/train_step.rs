@@ -36,6 +36,18 @@ fn sgd_steps_on_the_real_loss_lower_it_and_move_only_the_head() {
     let batch = make_batch(&records, 160, 160, &[false, true], Device::Cpu).expect("batch");
     assert_eq!(batch.images.size(), [2, 3, 160, 160]);
     let plain = make_batch(&records, 160, 160, &[false, false], Device::Cpu).expect("batch");
+    // The unflipped image is the pixels `val` and the deployed model see, bit for bit.
+    let image = headroom_core::imageio::read_rgb(&records[0].image).expect("image");
+    let target = headroom_core::letterbox::LetterboxOptions::square(160);
+    let geometry = headroom_core::preprocess::InputGeometry::new(
+        headroom_core::preprocess::Preprocess::Val,
+        image.width(),
+        image.height(),
+        &target,
+    );
+    let val =
+        Tensor::from_slice(&headroom_core::preprocess::to_chw(&geometry.apply(&image))).view([3, 160, 160]);
+    assert!(batch.images.get(0).allclose(&val, 0.0, 0.0, false), "image 0 as val prepares it");
     let mirrored = batch.images.get(1).flip([2]);
     assert!(mirrored.allclose(&plain.images.get(1), 0.0, 0.0, false), "image 1 mirrored");
     for (a, b) in batch.targets.iter().zip(&plain.targets) {

@@ -130,17 +130,18 @@ long headroom_foreach_ema(at::Tensor *const *average, at::Tensor *const *value, 
   }
 }
 
-// The joint L2 norm of `n` tensors (in double), into `norm`.
+// The joint L2 norm of `n` tensors (in double), into `norm`. As PyTorch's `clip_grad_norm_`: the
+// per-tensor norms stacked on their device and reduced there, so one value is read back (one
+// device sync on CUDA, not one per tensor).
 long headroom_foreach_norm(at::Tensor *const *list, long n, double *norm, char *err, long len) {
   try {
     *norm = 0.0;
     if (n > 0) {
-      double squares = 0.0;
-      for (const at::Tensor &each : at::_foreach_norm(tensors(list, n), 2)) {
-        double x = each.item<double>();
-        squares += x * x;
+      std::vector<at::Tensor> norms = at::_foreach_norm(tensors(list, n), 2);
+      for (at::Tensor &each : norms) {
+        each = each.to(at::kDouble);
       }
-      *norm = std::sqrt(squares);
+      *norm = at::linalg_vector_norm(at::stack(norms), 2).item<double>();
     }
     return 0;
   } catch (const std::exception &e) {

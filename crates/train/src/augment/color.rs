@@ -27,8 +27,28 @@ pub fn hsv<R: Rng + ?Sized>(image: &mut RgbImage, h: f32, s: f32, v: f32, rng: &
     apply_gains(image, gains);
 }
 
-/// [`hsv`] with the random factors `r` already drawn (each in `[-gain, gain]`).
+/// [`hsv`] with the random factors `r` already drawn (each in `[-gain, gain]`). Its fused
+/// multiply-adds are one instruction where the CPU has them (see `warp::warp_affine`).
 pub(crate) fn apply_gains(image: &mut RgbImage, r: [f64; 3]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        #[allow(unsafe_code)]
+        // SAFETY: the CPU has FMA, the one feature `apply_gains_fma` is compiled for.
+        return unsafe { apply_gains_fma(image, r) };
+    }
+    convert_pixels(image, r);
+}
+
+/// [`convert_pixels`] compiled with FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn apply_gains_fma(image: &mut RgbImage, r: [f64; 3]) {
+    convert_pixels(image, r);
+}
+
+/// [`apply_gains`]'s work, inlined into each of its dispatch targets.
+#[inline(always)]
+fn convert_pixels(image: &mut RgbImage, r: [f64; 3]) {
     let luts = lookup_tables(r);
     let tables = RgbToHsvTables::new();
     let vector_end = image.width() / VECTOR_BLOCK * VECTOR_BLOCK;
@@ -71,6 +91,7 @@ impl RgbToHsvTables {
     }
 
     /// `cv2.cvtColor(rgb, COLOR_RGB2HSV)` for one pixel: `[h (0..180), s, v]`.
+    #[inline(always)]
     pub(crate) fn convert(&self, [r, g, b]: [u8; 3]) -> [u8; 3] {
         let (r, g, b) = (i32::from(r), i32::from(g), i32::from(b));
         let v = r.max(g).max(b);
@@ -95,6 +116,7 @@ impl RgbToHsvTables {
 /// `cv2.cvtColor(hsv, COLOR_HSV2RGB)` for one 8-bit pixel (hue 0..180; larger hues wrap): `f32`
 /// throughout, `1 - s·f` and `1 - s·(1-f)` each one fused multiply-add, the result `·255`
 /// truncated when OpenCV's `vector` loop converts the pixel, rounded half to even otherwise.
+#[inline(always)]
 pub(crate) fn hsv_to_rgb([h, s, v]: [u8; 3], vector: bool) -> [u8; 3] {
     let hue = f32::from(h) * (6.0f32 / 180.0);
     let s = f32::from(s) * (1.0f32 / 255.0);
@@ -114,6 +136,7 @@ pub(crate) fn hsv_to_rgb([h, s, v]: [u8; 3], vector: bool) -> [u8; 3] {
 
 /// `v` rounded to the nearest integer, ties to even (`cvRound`), for `|v| < 2²²`: adding
 /// 1.5·2²³ puts the units digit at the last bit, where IEEE rounding does the work.
+#[inline(always)]
 pub(crate) fn round_half_even(v: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0;
     (v + MAGIC) - MAGIC
