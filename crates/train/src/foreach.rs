@@ -67,6 +67,13 @@ mod native {
             err: *mut c_char,
             len: c_long,
         ) -> c_long;
+        pub(super) fn headroom_backward(
+            outputs: *const *mut c_void,
+            grads: *const *mut c_void,
+            n: c_long,
+            err: *mut c_char,
+            len: c_long,
+        ) -> c_long;
         pub(super) fn headroom_foreach_zero(
             list: *const *mut c_void,
             n: c_long,
@@ -241,6 +248,21 @@ pub fn zero_(list: &[&Tensor]) -> Result<()> {
         #[allow(unsafe_code)]
         unsafe {
             native::headroom_foreach_zero(l.as_ptr(), n, err, len)
+        }
+    })
+}
+
+/// Backward from `outputs`, each seeded with the gradient of the same index
+/// (`torch.autograd.backward(outputs, grads)`): gradients accumulate into the leaves' `.grad()`.
+/// Every output requires grad; each gradient has its output's shape and dtype.
+pub fn backward(outputs: &[&Tensor], grads: &[&Tensor]) -> Result<()> {
+    let n = length("backward", &[outputs.len(), grads.len()])?;
+    let (o, g) = (handles(outputs), handles(grads));
+    checked("backward", |err, len| {
+        // SAFETY: `n` live tensor handles in each list and an error buffer of `len` bytes.
+        #[allow(unsafe_code)]
+        unsafe {
+            native::headroom_backward(o.as_ptr(), g.as_ptr(), n, err, len)
         }
     })
 }

@@ -5,8 +5,8 @@
 //! cross segment boundaries; the kept tail ([`Partition::recomputed`]: the detect head when more
 //! than the head trains, else the last segment) then runs with autograd, and the loss's backward goes
 //! through it. The other segments are re-run one at a time in reverse order with autograd on, and
-//! each one's backward is seeded with the gradient of its outputs (`Σ output · grad`, a
-//! vector-Jacobian product). Parameter gradients accumulate as in the plain backward; at any moment
+//! each one's backward is seeded with the gradient of its outputs (`torch.autograd.backward(outputs,
+//! grads)`, a vector-Jacobian product). Parameter gradients accumulate as in the plain backward; at any moment
 //! only one recomputed segment's activations (or the tail's) are alive.
 
 use std::collections::{HashMap, HashSet};
@@ -302,21 +302,17 @@ impl Student {
         for index in (0..recomputed).rev() {
             let segment = &segments[index];
             let (env, leaves) = self.run_with_leaves(index..index + 1, &boundary, &cut_names)?;
-            let mut surrogate: Option<Tensor> = None;
+            let (mut outputs, mut seeds) = (Vec::new(), Vec::new());
             for name in &segment.outputs {
                 let (Some(out), Some(grad)) = (env.get(name), grads.remove(name)) else { continue };
-                let term = out.f_mul(&grad)?.f_sum(Kind::Float)?;
-                surrogate = Some(match surrogate {
-                    Some(s) => s.f_add(&term)?,
-                    None => term,
-                });
+                if out.requires_grad() {
+                    outputs.push(out.shallow_clone());
+                    seeds.push(grad);
+                }
             }
             drop(env);
-            if let Some(s) = surrogate
-                && s.requires_grad()
-            {
-                s.f_backward()?;
-            }
+            crate::foreach::backward(&outputs.iter().collect::<Vec<_>>(), &seeds.iter().collect::<Vec<_>>())?;
+            drop((outputs, seeds));
             for (name, leaf) in leaves {
                 let g = leaf.grad();
                 if g.defined() {

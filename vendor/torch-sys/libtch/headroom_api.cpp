@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Version.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <cmath>
 #include <cstring>
@@ -142,6 +143,20 @@ long headroom_foreach_norm(at::Tensor *const *list, long n, double *norm, char *
         each = each.to(at::kDouble);
       }
       *norm = at::linalg_vector_norm(at::stack(norms), 2).item<double>();
+    }
+    return 0;
+  } catch (const std::exception &e) {
+    return failed(e, err, len);
+  }
+}
+
+// Backward from `n` outputs, each seeded with its gradient (`torch.autograd.backward(outputs,
+// grads)`, what `torch.utils.checkpoint` runs): a recomputed segment's backward without a surrogate
+// `sum(output * grad)` and its own backward.
+long headroom_backward(at::Tensor *const *outputs, at::Tensor *const *grads, long n, char *err, long len) {
+  try {
+    if (n > 0) {
+      torch::autograd::backward(tensors(outputs, n), tensors(grads, n));
     }
     return 0;
   } catch (const std::exception &e) {
