@@ -107,8 +107,8 @@ impl Partition {
     /// The tail is the detect head's segments (its branches, each a segment) when modules before
     /// the head train too: their recomputation is a third of a YOLO model's arithmetic, while the
     /// peak of a checkpointed step is reached recomputing the neck and trunk at stride 8, so keeping
-    /// them costs little (measured at 640, batch 2, every layer: −11 % of a pass, +3.6 MB of peak;
-    /// docs/BENCHMARKS.md). When only the head trains, its segments are the whole recomputation and
+    /// them costs little (measured at 640, batch 2, every layer: −11 % of a pass for +4 MB of peak
+    /// with the defaults, +21 MB with a teacher's dense loss; docs/BENCHMARKS.md). When only the head trains, its segments are the whole recomputation and
     /// only the last one is kept. `HEADROOM_KEEP_HEAD=0` keeps only the last segment whatever trains
     /// (benchmarks; docs/DECISIONS.md "A checkpointed backward keeps the detect head").
     pub fn recomputed(&self) -> usize {
