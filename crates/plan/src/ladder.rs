@@ -255,6 +255,37 @@ pub fn plan(planner: &mut Planner<'_>, start: &Setup, budget: u64, gpu: bool) ->
     Ok(Plan { budget, candidates, chosen, minimum, floor, advice })
 }
 
+/// Largest batch [`larger_batches`] offers to measure: Ultralytics' default batch. A larger one
+/// would make the measurement itself cost more than it can save on a field retrain's few hundred
+/// images.
+pub const MAX_MEASURED_BATCH: usize = 16;
+
+/// Batches above `setup.batch` that a run could train with instead, for `--plan auto` to measure
+/// (docs/PLAN.md "A larger batch when it is faster"): `setup.batch` doubled while it stays within
+/// the nominal batch `nbs` (accumulation then keeps the optimiser steps: `nbs / batch` passes
+/// each), [`MAX_MEASURED_BATCH`] and the export's own limit, and while the estimate fits
+/// `budget`; each with its estimate. Empty when nothing larger fits. (The measurement drops a
+/// batch above the images of an epoch.)
+pub fn larger_batches(
+    planner: &mut Planner<'_>,
+    setup: &Setup,
+    nbs: usize,
+    budget: u64,
+) -> Result<Vec<Estimate>, Error> {
+    let limit = planner.batch_limit(setup.trainable, setup.imgsz)?.min(nbs).min(MAX_MEASURED_BATCH);
+    let mut found = Vec::new();
+    let mut batch = setup.batch.max(1) * 2;
+    while batch <= limit {
+        let estimate = planner.estimate(&Setup { batch, ..setup.clone() })?;
+        if estimate.peak > budget {
+            break;
+        }
+        found.push(estimate);
+        batch *= 2;
+    }
+    Ok(found)
+}
+
 /// The next rung down that a running training can take without rebuilding its model: halve the
 /// batch (accumulation keeps the nominal batch), then checkpointing, then AMP on a GPU. `None`
 /// when none is left (freezing more or a smaller input needs a new run: `headroom plan` says which).

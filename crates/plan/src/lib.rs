@@ -31,7 +31,7 @@ pub use devices::{
     BUILTIN_DEVICES, Detected, DevicePreset, builtin_devices, detect, find_device, load_all, load_devices,
     other_machine, parse_devices, read_board, resolve_board,
 };
-pub use ladder::{Candidate, Plan, Risk, Rung, plan, step_down};
+pub use ladder::{Candidate, MAX_MEASURED_BATCH, Plan, Risk, Rung, larger_batches, plan, step_down};
 pub use memory::{Components, Estimate, Planner, Setup, TeacherCost};
 pub use size::{Bytes, format_size, parse_size};
 

@@ -107,6 +107,36 @@ fn the_ladder_chooses_the_first_fit_and_names_the_least_budget_otherwise() {
     assert!(none.minimum > 64 << 20 && none.advice.expect("advice").contains("alone need"));
 }
 
+/// `--plan auto`'s larger batches: doubled from the start while within the nominal batch, the
+/// measured maximum and the budget; none beyond the export's own limit.
+#[test]
+fn larger_batches_stay_within_the_nominal_batch_the_images_and_the_budget() {
+    use headroom_plan::{MAX_MEASURED_BATCH, larger_batches};
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let mut planner = Planner::new(&model, &inspection, 200 << 20);
+    let start = setup(Trainable::Freeze(0), 2, false, 160);
+    let batches = |p: &mut Planner<'_>, nbs: usize, budget: u64| -> Vec<usize> {
+        larger_batches(p, &start, nbs, budget).expect("batches").iter().map(|e| e.setup.batch).collect()
+    };
+    assert_eq!(batches(&mut planner, 8, 64 << 30), [4, 8], "up to the nominal batch");
+    assert_eq!(batches(&mut planner, 64, 64 << 30), [4, 8, MAX_MEASURED_BATCH]);
+    assert!(batches(&mut planner, 2, 64 << 30).is_empty(), "a step every pass already");
+    let four = planner.estimate(&Setup { batch: 4, ..start.clone() }).expect("batch 4").peak;
+    let eight = planner.estimate(&Setup { batch: 8, ..start.clone() }).expect("batch 8").peak;
+    assert!(four < eight);
+    assert_eq!(batches(&mut planner, 64, four), [4], "the budget bounds it");
+    assert!(batches(&mut planner, 64, four - 1).is_empty());
+    let found = larger_batches(&mut planner, &start, 8, 64 << 30).expect("batches");
+    assert_eq!(found[0].peak, four, "each with its own estimate");
+
+    let attention = fixture("tests/fixtures/onnx/yolo11n-w00625-nc3-160.onnx");
+    let inspection = inspect(&attention).expect("inspect");
+    let mut planner = Planner::new(&attention, &inspection, 0);
+    let one = setup(Trainable::Freeze(0), 1, false, 160);
+    assert!(larger_batches(&mut planner, &one, 64, 64 << 30).expect("batches").is_empty(), "fixed at 1");
+}
+
 #[test]
 fn a_static_batch_one_export_with_attention_plans_batch_one_only() {
     let model = fixture("tests/fixtures/onnx/yolo11n-w00625-nc3-160.onnx");

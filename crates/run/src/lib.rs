@@ -23,6 +23,8 @@ pub mod request;
 pub mod spec;
 
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+mod batch_speed;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod device;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 mod epochs;

@@ -144,6 +144,7 @@ mod tests {
             budget: 3 << 30,
             rung: headroom_plan::Rung::Start,
             estimate: 900 << 20,
+            batches: Vec::new(),
         };
         let planned = RunSpec { plan: Some(choice), ..preset };
         assert_eq!(memory_lines(&planned, &estimate).budget_mb, Some(3072.0), "--plan auto's budget wins");
@@ -203,16 +204,18 @@ pub struct BudgetAsk {
 
 /// `headroom train --plan auto` (and the field loop's plan step, which runs `headroom plan` with
 /// the same start): runs the fit ladder from the spec's configuration (its batch, 2 by default:
-/// the batch the adaptation figures were measured at, and on the demo's 64 field images batch 16
-/// recovered 15 % of the gap where batch 2 recovered 23 % — docs/BENCHMARKS.md "The deploy
-/// gate") on the spec's board (else this board, detected) and sets batch, checkpointing, AMP, the
-/// feature cache, the input size and the part to the first candidate that fits, recording the
-/// choice in the spec.
+/// the batch the adaptation figures were measured at) on the spec's board (else this board,
+/// detected) and sets batch, checkpointing, AMP, the feature cache, the input size and the part to
+/// the first candidate that fits, recording the choice in the spec. When that is the configuration
+/// asked for, the larger batches within the nominal batch that fit too are listed in the choice
+/// (`batches`): the run times each before its first step and trains with the fastest per image
+/// (accumulation keeps the nominal batch, so the optimiser steps stay the same; docs/PLAN.md "A
+/// larger batch when it is faster").
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
     use headroom_plan::format_size;
 
-    use crate::spec::PlanChoice;
+    use crate::spec::{BatchTiming, PlanChoice};
 
     if spec.device_preset.is_none() {
         spec.device_preset = Some(headroom_plan::resolve_board("auto", ask.devices.as_deref())?);
@@ -254,6 +257,26 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
         )));
     };
     let setup = &chosen.estimate.setup;
+    // Room to spare (the configuration asked for fits as it is): larger batches that fit too are
+    // measured at the start of the run, and the fastest per image trains.
+    let larger = if chosen.rung == headroom_plan::Rung::Start {
+        headroom_plan::larger_batches(&mut planner, setup, spec.settings.nbs, found.budget)?
+    } else {
+        Vec::new()
+    };
+    let batches: Vec<BatchTiming> = if larger.is_empty() {
+        Vec::new()
+    } else {
+        std::iter::once(&chosen.estimate)
+            .chain(&larger)
+            .map(|e| BatchTiming {
+                batch: e.setup.batch,
+                estimate: e.peak,
+                seconds_per_image: None,
+                skipped: None,
+            })
+            .collect()
+    };
     tracing::info!(
         "--plan auto on {} (budget {}): rung `{}`, estimated peak {}: {}",
         preset.name,
@@ -274,6 +297,20 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
         budget: found.budget,
         rung: chosen.rung,
         estimate: chosen.estimate.peak,
+        batches,
     });
+    if let Some(plan) = spec.plan.as_ref().filter(|p| p.timing_pending()) {
+        let list: Vec<String> = plan
+            .batches
+            .iter()
+            .skip(1)
+            .map(|b| format!("{} ({})", b.batch, format_size(b.estimate)))
+            .collect();
+        tracing::info!(
+            "--plan auto: batch {} fits too; the run times each against batch {} and trains with the fastest per image",
+            list.join(", "),
+            setup.batch
+        );
+    }
     Ok(())
 }

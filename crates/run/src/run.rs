@@ -16,6 +16,7 @@ use headroom_train::loss::LossConfig;
 use headroom_train::memory_guard::{Allocator, LadderStepDown, MemoryCap, MemoryPool, set_allocator};
 use headroom_train::trainer::Trainer;
 
+use crate::batch_speed;
 use crate::epochs::{EpochOutputs, best_validation, train_epochs};
 use crate::folder::{self, RESULTS_FILE, RunResults};
 use crate::inputs::Inputs;
@@ -352,6 +353,14 @@ fn execute(
         _ => MemoryPool::Cpu,
     };
     observer.memory_pool(pool);
+    // `--plan auto` found room for larger batches: each is timed before the first step (again
+    // after a kill before training started: nothing was trained), the fastest kept in config.toml.
+    let trained = !fresh && dir.join("ckpt/last.pt").exists();
+    if spec.plan.as_ref().is_some_and(crate::spec::PlanChoice::timing_pending) && !trained {
+        let images = inputs.epoch_images(spec.replay_fraction, spec.settings.seed, 0);
+        batch_speed::choose(&mut trainer, &mut spec, &images, pool)?;
+        spec.save(dir)?;
+    }
     let setup = planner::setup_of(
         &spec.settings,
         trainable,

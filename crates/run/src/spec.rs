@@ -115,6 +115,55 @@ pub struct PlanChoice {
     pub rung: headroom_plan::Rung,
     /// Its estimated peak, bytes.
     pub estimate: u64,
+    /// The chosen batch and the larger ones that fit the budget too, each timed at the start of
+    /// the run; the fastest per image trains (docs/PLAN.md "A larger batch when it is faster").
+    /// Empty when no larger batch fits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<BatchTiming>,
+}
+
+impl PlanChoice {
+    /// Whether the run still has batches to time (it has not started training yet).
+    pub fn timing_pending(&self) -> bool {
+        self.batches.len() > 1
+            && self.batches.iter().any(|b| b.seconds_per_image.is_none() && b.skipped.is_none())
+    }
+}
+
+/// One batch `--plan auto` measures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchTiming {
+    /// The batch.
+    pub batch: usize,
+    /// Its estimated peak, bytes.
+    pub estimate: u64,
+    /// Seconds per image of its training passes, measured (none before the measurement, or when
+    /// it could not run: `skipped` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_per_image: Option<f64>,
+    /// Why it was not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// A larger batch trains only when it measured at least this much faster per image than the
+/// planned one: two timings of the same batch on a busy machine differ by a few percent.
+pub const FASTER_BY: f64 = 0.05;
+
+/// The batch to train with: the fastest per image among `timings`, if it beats `planned`'s by
+/// [`FASTER_BY`]; else `planned` (also when `planned` has no timing).
+pub fn fastest_batch(timings: &[BatchTiming], planned: usize) -> usize {
+    let time_of = |b: &BatchTiming| b.seconds_per_image.filter(|s| s.is_finite() && *s > 0.0);
+    let Some(base) = timings.iter().find(|b| b.batch == planned).and_then(time_of) else {
+        return planned;
+    };
+    timings
+        .iter()
+        .filter_map(|b| time_of(b).map(|s| (b.batch, s)))
+        .filter(|&(_, s)| s <= base * (1.0 - FASTER_BY))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or(planned, |(batch, _)| batch)
 }
 
 /// Everything that shapes a training run (what `config.toml` holds).
@@ -369,6 +418,55 @@ mod tests {
 
     fn spec() -> RunSpec {
         RunSpec::new("m.onnx".into(), "d/data.yaml".into())
+    }
+
+    fn timing(batch: usize, seconds: Option<f64>) -> BatchTiming {
+        BatchTiming { batch, estimate: batch as u64 * 100, seconds_per_image: seconds, skipped: None }
+    }
+
+    /// A larger batch trains only when it is at least 5 % faster per image than the planned one;
+    /// the fastest of those wins; without a timing of the planned batch nothing changes.
+    #[test]
+    fn the_fastest_batch_must_beat_the_planned_one_by_five_percent() {
+        let t = |list: &[(usize, Option<f64>)]| list.iter().map(|&(b, s)| timing(b, s)).collect::<Vec<_>>();
+        assert_eq!(fastest_batch(&t(&[(2, Some(0.044)), (4, Some(0.038)), (8, Some(0.035))]), 2), 8);
+        assert_eq!(fastest_batch(&t(&[(2, Some(0.044)), (4, Some(0.035)), (8, Some(0.038))]), 2), 4);
+        assert_eq!(fastest_batch(&t(&[(2, Some(0.040)), (4, Some(0.0385))]), 2), 2, "4 % is noise");
+        assert_eq!(fastest_batch(&t(&[(2, Some(0.040)), (4, Some(0.080))]), 2), 2, "slower on this device");
+        assert_eq!(fastest_batch(&t(&[(2, None), (4, Some(0.01))]), 2), 2, "the planned batch untimed");
+        assert_eq!(fastest_batch(&t(&[(2, Some(0.04)), (4, None), (8, Some(f64::NAN))]), 2), 2);
+        assert_eq!(fastest_batch(&[], 2), 2);
+    }
+
+    /// The timings are part of config.toml (a resumed run trains with the batch chosen and does not
+    /// time again); a plan without them (a run from before) reads back as it was.
+    #[test]
+    fn a_plan_keeps_its_batch_timings_and_an_older_plan_reads_without_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plan = PlanChoice {
+            device: "orin-nano-8".into(),
+            budget: 3 << 30,
+            rung: headroom_plan::Rung::Start,
+            estimate: 800,
+            batches: vec![
+                timing(2, Some(0.044)),
+                timing(4, None),
+                BatchTiming { skipped: Some("above the 3 images of an epoch".into()), ..timing(8, None) },
+            ],
+        };
+        assert!(plan.timing_pending(), "batch 4 is not timed yet");
+        let s = RunSpec { plan: Some(plan.clone()), ..spec() };
+        s.save(dir.path()).expect("save");
+        assert_eq!(RunSpec::load(dir.path()).expect("load"), s);
+        let timed =
+            PlanChoice { batches: vec![timing(2, Some(0.044)), timing(4, Some(0.03))], ..plan.clone() };
+        assert!(!timed.timing_pending());
+        assert!(!PlanChoice { batches: vec![timing(2, None)], ..plan.clone() }.timing_pending(), "one batch");
+        let older = RunSpec { plan: Some(PlanChoice { batches: Vec::new(), ..plan }), ..spec() };
+        older.save(dir.path()).expect("save");
+        let text = std::fs::read_to_string(dir.path().join(SPEC_FILE)).expect("config.toml");
+        assert!(!text.contains("batches"), "{text}");
+        assert_eq!(RunSpec::load(dir.path()).expect("load"), older);
     }
 
     #[test]

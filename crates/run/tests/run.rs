@@ -137,6 +137,61 @@ fn checkpoints_within_an_epoch_come_by_time_as_well_as_by_steps() {
     }
 }
 
+/// `--plan auto`'s batch timing in a run: every batch that fits is timed before the first step
+/// (one above the epoch's images is skipped, saying so), the timing leaves the run as it was (a
+/// run that keeps batch 2 trains to the losses of a run without it), the choice and its figures
+/// are in config.toml, and a run stopped after it resumes with that batch without timing again.
+#[test]
+fn a_planned_run_times_its_batches_without_changing_the_run_and_keeps_the_choice() {
+    use headroom_run::spec::{BatchTiming, PlanChoice, fastest_batch};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = data(tmp.path());
+    let untimed =
+        |batch: usize| BatchTiming { batch, estimate: 300 << 20, seconds_per_image: None, skipped: None };
+    let planned = |batches: Vec<BatchTiming>| PlanChoice {
+        device: "x86-cpu".into(),
+        budget: 8 << 30,
+        rung: headroom_plan::Rung::Start,
+        estimate: 300 << 20,
+        batches,
+    };
+    let mut base = spec(&data);
+    base.settings.epochs = 1;
+
+    // Batch 16 is above the 12 images: only batch 2 is timed, and it trains.
+    let only_two = RunSpec { plan: Some(planned(vec![untimed(2), untimed(16)])), ..base.clone() };
+    let dir = tmp.path().join("two");
+    run::start(&only_two, &dir, &options(None), &mut Silent).expect("run");
+    let saved = RunSpec::load(&dir).expect("config.toml");
+    let batches = saved.plan.expect("plan").batches;
+    assert!(batches[0].seconds_per_image.is_some_and(|s| s > 0.0), "{batches:?}");
+    assert!(batches[1].skipped.as_deref().is_some_and(|w| w.contains("12 images")), "{batches:?}");
+    assert_eq!(saved.settings.batch, 2);
+    let straight = tmp.path().join("straight");
+    run::start(&base, &straight, &options(None), &mut Silent).expect("run");
+    assert_eq!(metrics(&dir)[0][1..4], metrics(&straight)[0][1..4], "the timing changed the run");
+
+    // Batches 2 and 4 within a nominal batch of 4: both timed, the faster (by 5 %) trains.
+    let mut two_four = RunSpec { plan: Some(planned(vec![untimed(2), untimed(4)])), ..base.clone() };
+    two_four.settings.nbs = 4;
+    two_four.settings.epochs = 2;
+    let dir = tmp.path().join("two-four");
+    let flag = Arc::new(AtomicBool::new(false));
+    let mut observer = StopAfter { flag: Arc::clone(&flag), after: 1, seen: 0 };
+    let end = run::start(&two_four, &dir, &options(Some(flag)), &mut observer).expect("stopped run");
+    assert_eq!(end, RunEnd::Interrupted);
+    let saved = RunSpec::load(&dir).expect("config.toml");
+    let plan = saved.plan.clone().expect("plan");
+    assert!(plan.batches.iter().all(|b| b.seconds_per_image.is_some_and(|s| s > 0.0)), "{plan:?}");
+    assert!(!plan.timing_pending());
+    assert_eq!(saved.settings.batch, fastest_batch(&plan.batches, 2));
+    let end = run::resume(&dir, None, &options(None), &mut Silent).expect("resumed run");
+    assert!(matches!(end, RunEnd::Finished(_)), "{end:?}");
+    let resumed = RunSpec::load(&dir).expect("config.toml");
+    assert_eq!(resumed.plan, Some(plan), "a resumed run does not time again");
+    assert_eq!(resumed.settings.batch, saved.settings.batch);
+}
+
 #[test]
 fn a_bad_saved_value_is_refused_before_training() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -100,14 +100,7 @@ impl<'a> Trainer<'a> {
                 reason: format!("{w}x{h} is not a multiple of the largest stride {stride0}"),
             });
         }
-        let accumulate = schedule::accumulate(&config);
-        let weight_decay = config.weight_decay * (config.batch * accumulate) as f64 / config.nbs as f64;
-        let optimizer = match config.optimizer {
-            headroom_plan::Optimizer::Sgd => {
-                Optimizer::Sgd(Sgd::new(config.lr0, config.momentum, true, weight_decay))
-            }
-            headroom_plan::Optimizer::AdamW => Optimizer::AdamW(AdamW::new(config.momentum, weight_decay)),
-        };
+        let optimizer = optimizer_for(&config);
         let parameters = student.parameters();
         let start = parameters.iter().map(|(n, p)| (n.to_string(), p.detach().copy())).collect();
         Ok(Trainer {
@@ -234,6 +227,63 @@ impl<'a> Trainer<'a> {
         let mut weights = self.ema.weights()?;
         self.student.fold_affine(&mut weights)?;
         Ok(weights)
+    }
+
+    /// Seconds per image of `passes` training passes at `batch`, after one untimed pass: forward
+    /// and backward with the run's augmentation, trunk and teacher on the first images of the
+    /// first epoch's order, gradients discarded, no optimiser step (a run makes the same steps
+    /// at any batch: `nbs / batch` passes each) — what `--plan auto` compares batches by
+    /// (docs/PLAN.md "A larger batch when it is faster"). The run's state is not touched. An
+    /// allocation failure is [`Error::OutOfMemory`].
+    pub fn time_passes(&mut self, records: &[ImageRecord], batch: usize, passes: usize) -> Result<f64> {
+        if batch == 0 || passes == 0 || records.len() < batch {
+            return Err(Error::Config {
+                key: "batch".into(),
+                reason: format!("cannot time {passes} passes of batch {batch} on {} images", records.len()),
+            });
+        }
+        let saved = self.config.batch;
+        self.config.batch = batch;
+        let order = shuffled(records.len(), self.config.seed, 0);
+        let chunks: Vec<&[usize]> = order.chunks_exact(batch).collect();
+        let device = self.student.executor().device();
+        let timed = (|| {
+            let mut seconds = 0.0;
+            for i in 0..=passes {
+                let batch_records: Vec<&ImageRecord> =
+                    chunks[i % chunks.len()].iter().map(|&j| &records[j]).collect();
+                let started = std::time::Instant::now();
+                self.pass(&batch_records, records, 0, i).map_err(oom)?;
+                if let tch::Device::Cuda(index) = device {
+                    tch::Cuda::synchronize(index as i64);
+                }
+                self.student.zero_grad();
+                if i > 0 {
+                    seconds += started.elapsed().as_secs_f64();
+                }
+            }
+            Ok(seconds / (passes * batch) as f64)
+        })();
+        self.config.batch = saved;
+        self.student.zero_grad();
+        *self.phases.borrow_mut() = [0.0; 5];
+        timed
+    }
+
+    /// Trains with `batch` from now on (accumulation keeps the nominal batch): before the first
+    /// optimiser step only, as `--plan auto` chooses it.
+    pub fn set_batch(&mut self, batch: usize) -> Result<()> {
+        if self.progress.optimizer_steps > 0 || self.progress.epochs_done > 0 || self.progress.pass > 0 {
+            return Err(Error::Config {
+                key: "batch".into(),
+                reason: "the batch is chosen before training starts, not during it".into(),
+            });
+        }
+        let config = TrainConfig { batch, ..self.config.clone() };
+        config.validate()?;
+        self.optimizer = optimizer_for(&config);
+        self.config = config;
+        Ok(())
     }
 
     /// Trains (the rest of) one epoch on `records`; `progress(pass, passes, components)` after
@@ -546,6 +596,18 @@ impl<'a> Trainer<'a> {
         self.progress.ema_updates += 1;
         let _span = span(c"headroom::ema");
         self.ema.update(&parameters, self.progress.ema_updates)
+    }
+}
+
+/// The optimiser of a new run: weight decay scaled by `batch · accumulate / nbs`, as Ultralytics.
+fn optimizer_for(config: &TrainConfig) -> Optimizer {
+    let accumulate = schedule::accumulate(config);
+    let weight_decay = config.weight_decay * (config.batch * accumulate) as f64 / config.nbs as f64;
+    match config.optimizer {
+        headroom_plan::Optimizer::Sgd => {
+            Optimizer::Sgd(Sgd::new(config.lr0, config.momentum, true, weight_decay))
+        }
+        headroom_plan::Optimizer::AdamW => Optimizer::AdamW(AdamW::new(config.momentum, weight_decay)),
     }
 }
 

@@ -143,7 +143,9 @@ pub struct Args {
     pub board: BoardArgs,
     /// `auto`: train with the first configuration of `headroom plan`'s fit ladder that fits the
     /// device's budget (from --train, --imgsz, --batch down); it overrides --batch,
-    /// --no-checkpoint, --amp, --cache-features, --train and --imgsz. `off`: as given.
+    /// --no-checkpoint, --amp, --cache-features, --train and --imgsz. When that configuration fits
+    /// as asked, larger batches up to --nbs that fit too are timed before the first step and the
+    /// fastest per image trains (accumulation keeps --nbs). `off`: as given.
     #[arg(long, value_enum, default_value_t = PlanMode::Off)]
     pub plan: PlanMode,
     #[command(flatten)]
@@ -267,7 +269,8 @@ pub(super) fn nbs_arg(text: &str) -> Result<Nbs, String> {
 pub enum PlanMode {
     /// Train as given.
     Off,
-    /// Train with the first configuration of the fit ladder that fits the device's budget.
+    /// Train with the first configuration of the fit ladder that fits the device's budget (the
+    /// fastest batch that fits, measured, when it fits as asked).
     Auto,
 }
 

@@ -1,0 +1,75 @@
+//! `--plan auto`'s batch measurement: when larger batches than the planned one fit the budget,
+//! each is timed for a few training passes before the first step (the run's own data,
+//! augmentation, trunk and teacher, on its device), and the fastest per image trains
+//! (docs/PLAN.md "A larger batch when it is faster"). Accumulation keeps the nominal batch, so the
+//! run makes the same optimiser steps at any batch.
+
+use headroom_core::dataset::ImageRecord;
+use headroom_train::memory_guard::MemoryPool;
+use headroom_train::trainer::Trainer;
+
+use crate::Result;
+use crate::spec::{RunSpec, fastest_batch};
+
+/// Images timed per batch at least (after one untimed pass): 16, or 3 passes of a larger batch.
+const TIMED_IMAGES: usize = 16;
+const MIN_TIMED_PASSES: usize = 3;
+
+/// Times every batch `spec.plan` lists, records each figure in it and sets the fastest on the
+/// spec and the trainer (nothing when no timing is pending). When a smaller batch than the
+/// largest timed is chosen, the peaks start again: `results.json` reports the training's.
+pub(crate) fn choose(
+    trainer: &mut Trainer<'_>,
+    spec: &mut RunSpec,
+    records: &[ImageRecord],
+    pool: MemoryPool,
+) -> Result<()> {
+    let planned = spec.settings.batch;
+    let Some(plan) = spec.plan.as_mut().filter(|p| p.timing_pending()) else { return Ok(()) };
+    for timing in &mut plan.batches {
+        if timing.batch > records.len() {
+            timing.skipped = Some(format!("above the {} images of an epoch", records.len()));
+            continue;
+        }
+        let passes = TIMED_IMAGES.div_ceil(timing.batch).max(MIN_TIMED_PASSES);
+        match trainer.time_passes(records, timing.batch, passes) {
+            Ok(seconds) => timing.seconds_per_image = Some(seconds),
+            Err(headroom_train::Error::OutOfMemory { reason }) => {
+                timing.skipped = Some(format!("out of memory: {reason}"));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // What the larger passes took goes back before the next (and before training).
+        headroom_train::cpu_pool::reset();
+    }
+    let chosen = fastest_batch(&plan.batches, planned);
+    let line: Vec<String> = plan
+        .batches
+        .iter()
+        .map(|b| match (b.seconds_per_image, &b.skipped) {
+            (Some(s), _) => format!("batch {} {:.1} ms", b.batch, s * 1e3),
+            (None, Some(why)) => format!("batch {} not timed ({why})", b.batch),
+            (None, None) => format!("batch {} not timed", b.batch),
+        })
+        .collect();
+    tracing::info!(
+        "--plan auto: an image's training pass took {}: training with batch {chosen}{}",
+        line.join(", "),
+        if chosen == planned { " (no larger batch was faster by 5 % or more)" } else { "" }
+    );
+    let largest = plan.batches.iter().filter(|b| b.seconds_per_image.is_some()).map(|b| b.batch).max();
+    if largest.is_some_and(|b| b > chosen) {
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        if let MemoryPool::Cuda { device, .. } = pool {
+            headroom_train::reset_cuda_peak(device);
+        }
+    }
+    if chosen != planned {
+        trainer.set_batch(chosen)?;
+        spec.settings.batch = chosen;
+        if let Some(e) = plan.batches.iter().find(|b| b.batch == chosen) {
+            plan.estimate = e.estimate;
+        }
+    }
+    Ok(())
+}
