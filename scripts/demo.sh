@@ -6,12 +6,13 @@
 #      (models/demo/teacher-shapes-160.onnx) on both
 #   4. headroom label: the teacher pseudo-labels the field training images (boxes + soft scores) and
 #      holds a fifth of them out (label's val split, pseudo-labelled too)
-#   5. headroom train --preset field-accurate (configs/runs.toml, the best measured in
-#      docs/BENCHMARKS.md "Adaptation"): headroom train's defaults (every layer, batch 2,
-#      checkpointed, Ultralytics' augmentation) for 100 epochs with dense distillation from the
-#      teacher run on each batch (gain 3), --nbs auto's optimiser steps, AdamW at 0.004; on label's
-#      train split, replaying base images against forgetting, picking best.onnx on label's held-out
-#      split
+#   5. headroom train --preset field-accurate --plan auto --board orin-nano-4, as the field loop
+#      trains (configs/runs.toml, the best measured in docs/BENCHMARKS.md "Adaptation"): every
+#      layer, Ultralytics' augmentation, 100 epochs with dense distillation from the teacher run on
+#      each batch (gain 3), --nbs auto's optimiser steps, AdamW at 0.004; the plan fits it to an Orin
+#      Nano 4GB's budget (no checkpointing when it fits) and times the batches up to --nbs that fit,
+#      training with the fastest per image here; on label's train split, replaying base images
+#      against forgetting, picking best.onnx on label's held-out split
 #   6. evaluates the retrained student (best.onnx) on both: field/ (true labels) picked nothing
 #   (plan: the memory of each training configuration on an Orin Nano 4GB, charted in the report)
 #   7. headroom export: FP16 and INT8 (Q/DQ + TensorRT calibration cache, calibrated on the field
@@ -85,10 +86,11 @@ mkdir -p "$out/report"
   --chart "$out/report/plan.png" || fail "headroom plan"
 times[plan]=$SECONDS
 
-stage "headroom train --preset field-accurate: the student on the pseudo-labels (all layers, augmentation, the teacher distilled, --replay base)"
+stage "headroom train --preset field-accurate --plan auto: the student on the pseudo-labels (all layers, augmentation, the teacher distilled, --replay base), fitted to an Orin Nano 4GB"
 rm -rf "$out/runs/field"
 "$bin" train --model "$model" --data "$out/field-labelled/data.yaml" --replay "$out/base-train/data.yaml" \
-  --preset field-accurate "${epochs[@]}" --teacher "$teacher" --project "$out/runs" --name field \
+  --preset field-accurate "${epochs[@]}" --teacher "$teacher" --plan auto --board orin-nano-4 \
+  --project "$out/runs" --name field \
   || fail "headroom train"
 
 times[train]=$SECONDS

@@ -307,7 +307,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
             .map(|b| format!("{} ({})", b.batch, format_size(b.estimate)))
             .collect();
         tracing::info!(
-            "--plan auto: batch {} fits too; the run times each against batch {} and trains with the fastest per image",
+            "--plan auto: larger batches that fit too: {}; the run times each against batch {} and trains with the fastest per image",
             list.join(", "),
             setup.batch
         );
