@@ -59,10 +59,7 @@ pub(crate) fn choose(
     );
     let largest = plan.batches.iter().filter(|b| b.seconds_per_image.is_some()).map(|b| b.batch).max();
     if largest.is_some_and(|b| b > chosen) {
-        let _ = std::fs::write("/proc/self/clear_refs", "5");
-        if let MemoryPool::Cuda { device, .. } = pool {
-            headroom_train::reset_cuda_peak(device);
-        }
+        headroom_train::memory_guard::reset_peaks(pool);
     }
     if chosen != planned {
         trainer.set_batch(chosen)?;

@@ -168,6 +168,16 @@ pub struct MemoryCap {
     pub pool: MemoryPool,
 }
 
+/// Starts `pool`'s peaks again from what is in use now: the resident set's (`VmHWM`, through
+/// `/proc/self/clear_refs`; nothing where it cannot be written) and, on CUDA, the caching
+/// allocator's.
+pub fn reset_peaks(pool: MemoryPool) {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    if let MemoryPool::Cuda { device, .. } = pool {
+        crate::reset_cuda_peak(device);
+    }
+}
+
 /// Growth of the resident set during a pass below which the pass did not need more memory
 /// (page-level noise of the allocator).
 const GROWTH_NOISE: u64 = 2 << 20;
@@ -181,10 +191,7 @@ impl MemoryCap {
 
     /// Resets the peaks before a pass; returns the pool's figure then.
     pub fn before_pass(&self) -> u64 {
-        let _ = std::fs::write("/proc/self/clear_refs", "5");
-        if let MemoryPool::Cuda { device, .. } = self.pool {
-            crate::reset_cuda_peak(device);
-        }
+        reset_peaks(self.pool);
         MemoryReading::read(self.pool).counted_now(self.pool)
     }
 
