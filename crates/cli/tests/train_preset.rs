@@ -1,5 +1,6 @@
-//! `headroom train --preset NAME|FILE`: a run preset sets the flags the command line did not give;
-//! a preset that distils needs --teacher; an unknown preset names the built-in ones.
+//! `headroom train --preset NAME|FILE`: a run preset sets the flags the command line did not give
+//! (`plan = "auto"` plans the run as `--plan auto` does); a preset that distils needs --teacher; an
+//! unknown preset names the built-in ones.
 
 mod common;
 
@@ -13,7 +14,7 @@ mod with_libraries {
         let data = synth_field(dir.path(), 6, 2);
         let preset = dir.path().join("mine.toml");
         let keys = "epochs = 1\ntrain = \"neck+head\"\nnbs = 2\naugment = true\ndistill = true\ndense_kd = 2.5\n\
-                    optimizer = \"adamw\"\nlr0 = 0.003\n";
+                    optimizer = \"adamw\"\nlr0 = 0.003\nplan = \"auto\"\n";
         std::fs::write(&preset, keys).expect("write");
         let project = dir.path().join("runs");
         let out = headroom(&[
@@ -51,6 +52,9 @@ mod with_libraries {
         ] {
             assert!(config.lines().any(|l| l.trim() == line), "`{line}` in {config}");
         }
+        // `plan = "auto"`: the run was planned for this machine's budget, as `--plan auto` plans it.
+        assert!(config.lines().any(|l| l.trim() == "[plan]"), "a planned run: {config}");
+        assert!(config.contains("rung = "), "the rung the plan chose: {config}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use headroom_onnx::Trainable;
-use headroom_plan::Optimizer;
+use headroom_plan::{Optimizer, PlanMode};
 use headroom_run::limits;
 use headroom_run::request::{Nbs, RunRequest};
 use serde::{Deserialize, Serialize};
@@ -56,6 +56,9 @@ pub struct RunPreset {
     pub patience: Option<usize>,
     /// Training time budget, hours (`--time`).
     pub time_hours: Option<f64>,
+    /// Whether `headroom train` plans the run for the board's budget (`--plan`: `auto` trains with
+    /// the fastest configuration that fits; `off` as given). The field loop always plans.
+    pub plan: Option<PlanMode>,
     /// The field loop's labelled set keeps at most this many images, the newest (`headroom field
     /// run --max-images`; human-labelled images always stay) [default: 5000].
     pub max_images: Option<usize>,
@@ -126,6 +129,7 @@ impl RunPreset {
             time_hours: self.time_hours,
             dense_kd: self.dense_kd,
             teacher: teacher.filter(|_| self.distill).map(Path::to_path_buf),
+            plan: self.plan,
             ..RunRequest::default()
         };
         match self.augment {
@@ -242,6 +246,8 @@ struct RawPreset {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     time_hours: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    plan: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     max_images: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keep_runs: Option<usize>,
@@ -286,6 +292,14 @@ impl TryFrom<RawPreset> for RunPreset {
                     .map_err(|_| format!("optimizer = \"{o}\": expected \"auto\", \"sgd\" or \"adamw\""))?,
             )),
         };
+        let plan = raw
+            .plan
+            .as_deref()
+            .map(|mode| {
+                mode.parse::<PlanMode>()
+                    .map_err(|_| format!("plan = \"{mode}\": expected \"auto\" or \"off\""))
+            })
+            .transpose()?;
         let preset = RunPreset {
             description: raw.description,
             epochs: raw.epochs,
@@ -298,6 +312,7 @@ impl TryFrom<RawPreset> for RunPreset {
             dense_kd: raw.dense_kd,
             patience: raw.patience,
             time_hours: raw.time_hours,
+            plan,
             max_images: raw.max_images,
             keep_runs: raw.keep_runs,
             gate: raw.gate,
@@ -324,6 +339,7 @@ impl From<RunPreset> for RawPreset {
             dense_kd: preset.dense_kd,
             patience: preset.patience,
             time_hours: preset.time_hours,
+            plan: preset.plan.map(|m| m.name().to_string()),
             max_images: preset.max_images,
             keep_runs: preset.keep_runs,
             gate: preset.gate,
@@ -352,6 +368,9 @@ mod tests {
         let flags = flags(&quick, RunRequest::default(), None);
         assert!(flags.contains("--train head --nbs 64") && flags.contains("--mosaic 0"), "{flags}");
         assert_eq!(accurate.nbs, Some(Nbs::Auto));
+        assert_eq!((accurate.plan, quick.plan), (Some(PlanMode::Auto), None));
+        assert!(!flags.contains("--plan"), "the field loop passes --plan itself: {flags}");
+        assert_eq!(accurate.request(None).plan, Some(PlanMode::Auto), "headroom train plans with it");
         assert_eq!(
             (accurate.optimizer, accurate.lr0, accurate.dense_kd),
             (Some(Some(Optimizer::AdamW)), Some(0.004), Some(3.0))
@@ -402,6 +421,7 @@ mod tests {
             ("[p]\nnbs = 0\n", "nbs = 0"),
             ("[p]\nepochs = 0\n", "epochs = 0"),
             ("[p]\nkeep_runs = 0\n", "keep_runs = 0"),
+            ("[p]\nplan = \"sometimes\"\n", "plan = \"sometimes\": expected \"auto\" or \"off\""),
         ] {
             let err = parse_presets("f.toml", text).expect_err(text).to_string();
             assert!(err.contains(want), "{text}: {err}");
@@ -431,15 +451,18 @@ mod tests {
     fn a_preset_file_holds_one_preset_and_writes_back_the_same() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("mine.toml");
-        std::fs::write(&path, "epochs = 3\ntrain = \"all\"\nnbs = 64\n[gate]\nmin_gain = 1.0\n")
-            .expect("write");
+        std::fs::write(
+            &path,
+            "epochs = 3\ntrain = \"all\"\nnbs = 64\nplan = \"off\"\n[gate]\nmin_gain = 1.0\n",
+        )
+        .expect("write");
         let (name, preset) = load(path.to_str().expect("utf-8")).expect("load");
         assert!(name.ends_with("mine.toml"));
         assert_eq!((preset.epochs, preset.gate.min_gain), (Some(3), 1.0));
         assert_eq!(preset.gate.resamples, GateSettings::default().resamples);
         // The run's state keeps the preset as TOML: it reads back equal.
         let written = toml::to_string(&preset).expect("toml");
-        assert!(written.contains("nbs = 64"), "{written}");
+        assert!(written.contains("nbs = 64") && written.contains("plan = \"off\""), "{written}");
         let back: RunPreset = toml::from_str(&written).expect("reads back");
         assert_eq!(back, preset);
     }

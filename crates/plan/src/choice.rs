@@ -30,6 +30,31 @@ pub enum TrunkRuntime {
     Torch,
 }
 
+/// Whether a run plans its configuration (`headroom train --plan`, a run preset's `plan` key).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanMode {
+    /// Train as given.
+    Off,
+    /// Train with the first configuration of the fit ladder that fits the device's budget (the
+    /// fastest batch that fits, measured, when it fits as asked).
+    Auto,
+}
+
+impl PlanMode {
+    /// Both modes.
+    pub const ALL: [PlanMode; 2] = [PlanMode::Off, PlanMode::Auto];
+
+    /// Its name: `off`, `auto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlanMode::Off => "off",
+            PlanMode::Auto => "auto",
+        }
+    }
+}
+
 impl Optimizer {
     /// Every optimiser.
     pub const ALL: [Optimizer; 2] = [Optimizer::Sgd, Optimizer::AdamW];
@@ -79,6 +104,7 @@ macro_rules! text {
 
 text!(Optimizer, "an optimiser");
 text!(TrunkRuntime, "a trunk runtime");
+text!(PlanMode, "a plan mode");
 
 #[cfg(test)]
 mod tests {
@@ -96,6 +122,11 @@ mod tests {
             assert_eq!(serde_json::to_string(&t).expect("json"), format!("\"{t}\""));
             assert_eq!(serde_json::from_str::<TrunkRuntime>(&format!("\"{t}\"")).expect("back"), t);
         }
+        for m in PlanMode::ALL {
+            assert_eq!(m.to_string().parse::<PlanMode>(), Ok(m));
+            assert_eq!(serde_json::from_str::<PlanMode>(&format!("\"{m}\"")).expect("back"), m);
+        }
+        assert_eq!("on".parse::<PlanMode>(), Err("\"on\" is not a plan mode (off, auto)".to_string()));
         assert_eq!("adam".parse::<Optimizer>(), Err("\"adam\" is not an optimiser (sgd, adamw)".to_string()));
         assert!("onnx".parse::<TrunkRuntime>().is_err());
     }

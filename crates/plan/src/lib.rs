@@ -1,7 +1,7 @@
 //! headroom-plan: training-memory planning from the model itself.
 //!
 //! - [`choice`]: the choices a run's memory depends on, one enum each ([`Optimizer`], [`TrunkRuntime`],
-//!   [`DeviceChoice`] and, decided, [`RunsOn`]).
+//!   [`DeviceChoice`] and, decided, [`RunsOn`]), and whether a run plans at all ([`PlanMode`]).
 //! - [`devices`]: device presets (`configs/devices.toml`, embedded in the binary).
 //! - [`budget`](mod@budget): the memory a plan may use (`--budget`: a preset's, a size, or this machine's
 //!   free memory; less `--reserve`).
@@ -26,7 +26,7 @@ pub mod saved;
 pub mod size;
 
 pub use budget::{Budget, Pool, budget, budget_on, check_sizes};
-pub use choice::{DeviceChoice, Optimizer, RunsOn, TrunkRuntime};
+pub use choice::{DeviceChoice, Optimizer, PlanMode, RunsOn, TrunkRuntime};
 pub use devices::{
     BUILTIN_DEVICES, Detected, DevicePreset, builtin_devices, detect, find_device, load_all, load_devices,
     other_machine, parse_devices, read_board, resolve_board,

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use headroom_onnx::Trainable;
-use headroom_plan::{DevicePreset, Optimizer, TrunkRuntime};
+use headroom_plan::{DevicePreset, Optimizer, PlanMode, TrunkRuntime};
 /// The augmentation settings (`AugmentConfig::ultralytics()`: `headroom train`'s defaults).
 pub use headroom_train::augment::AugmentConfig;
 use headroom_train::config::TrainConfig;
@@ -70,6 +70,9 @@ pub struct RunRequest {
     pub device: Option<TorchDevice>,
     /// The board preset planned for.
     pub board: Option<DevicePreset>,
+    /// Whether a new run plans its configuration for the board's budget (`--plan`): the caller
+    /// plans ([`crate::planner::plan_auto`]) before the run starts; a resumed run keeps its own.
+    pub plan: Option<PlanMode>,
     /// Old-domain data replayed against forgetting.
     pub replay: Option<PathBuf>,
     /// Replayed images per new image.
@@ -152,6 +155,7 @@ impl RunRequest {
     pub fn defaults() -> RunRequest {
         RunRequest {
             part: Some(DEFAULT_PART),
+            plan: Some(PlanMode::Off),
             replay_fraction: Some(1.0),
             trunk: Some(TrunkRuntime::Ort),
             cache_features: Some(false),
@@ -189,6 +193,7 @@ impl RunRequest {
             part: self.part.or(fallback.part),
             device: self.device.or(fallback.device),
             board: self.board.or(fallback.board),
+            plan: self.plan.or(fallback.plan),
             replay: self.replay.or(fallback.replay),
             replay_fraction: self.replay_fraction.or(fallback.replay_fraction),
             remap: self.remap.or(fallback.remap),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::Outcome;
 pub use super::train_args::Args;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-use super::train_args::PlanMode;
+use headroom_plan::PlanMode;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 use headroom_run::inputs::refuse_fp16;
 
@@ -47,7 +47,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
     let end = match resume_dir(args)? {
         Some(dir) => {
             anyhow::ensure!(
-                args.plan == PlanMode::Off,
+                args.plan != Some(PlanMode::Auto),
                 "--plan auto plans a new run; --resume continues with the run's own settings"
             );
             let saved = RunSpec::load(&headroom_run::folder::existing_run_dir(&dir)?)?;
@@ -60,9 +60,10 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
             if let Some(model) = &args.model {
                 refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
             }
-            let mut spec = super::train_spec::new_run_request(args)?
-                .resolve(None, headroom_run::device::cuda_available())?;
-            if args.plan == PlanMode::Auto {
+            let request = super::train_spec::new_run_request(args)?;
+            let mut spec = request.resolve(None, headroom_run::device::cuda_available())?;
+            // --plan, or the preset's `plan` key (field-accurate plans).
+            if request.plan == Some(PlanMode::Auto) {
                 let ask = headroom_run::planner::BudgetAsk {
                     budget: args.budget.budget.clone(),
                     reserve: args.budget.reserve.clone(),

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use super::device_arg::{BoardArgs, DEVICE_VALUES, device_arg};
 pub use super::train_shared::{OptimizerArg, part_arg};
 use headroom_onnx::Trainable;
-use headroom_plan::DeviceChoice;
+use headroom_plan::{DeviceChoice, PlanMode};
 use headroom_train::config::limits;
 use headroom_train::memory_guard::Allocator;
 
@@ -145,9 +145,10 @@ pub struct Args {
     /// device's budget (from --train, --imgsz, --batch down); it overrides --batch,
     /// --no-checkpoint, --amp, --cache-features, --train and --imgsz. When that configuration fits
     /// as asked, larger batches up to --nbs that fit too are timed before the first step and the
-    /// fastest per image trains (accumulation keeps --nbs). `off`: as given.
-    #[arg(long, value_enum, default_value_t = PlanMode::Off)]
-    pub plan: PlanMode,
+    /// fastest per image trains (accumulation keeps --nbs). `off`: as given [default: off, or the
+    /// preset's `plan`: field-accurate plans].
+    #[arg(long, value_enum)]
+    pub plan: Option<PlanMode>,
     #[command(flatten)]
     pub budget: super::plan::PlanArgs,
     /// Stop a pass that takes more than this above what the process held when training started
@@ -262,16 +263,6 @@ pub(super) fn nbs_arg(text: &str) -> Result<Nbs, String> {
         Ok(n) if (limits::NBS_MIN..=limits::NBS_MAX).contains(&n) => Ok(Nbs::Fixed(n)),
         _ => Err(format!("`{text}` is not `auto` or a count in {}..={}", limits::NBS_MIN, limits::NBS_MAX)),
     }
-}
-
-/// `--plan`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PlanMode {
-    /// Train as given.
-    Off,
-    /// Train with the first configuration of the fit ladder that fits the device's budget (the
-    /// fastest batch that fits, measured, when it fits as asked).
-    Auto,
 }
 
 /// `--hsv H,S,V`, each in [0, 1].

@@ -24,6 +24,7 @@ pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunReque
         part: args.freeze.map(headroom_onnx::Trainable::Freeze).or(args.train),
         device: args.device.map(headroom_run::device::torch_text),
         board,
+        plan: args.plan,
         replay: args.replay.as_deref().map(|p| absolute("--replay", p)).transpose()?,
         replay_fraction: args.replay_fraction,
         remap: args.remap.clone(),
@@ -72,6 +73,11 @@ pub fn new_run_request(args: &Args) -> anyhow::Result<RunRequest> {
         );
         preset.apply(&mut request, None);
         tracing::info!("preset {name}: {}", preset.description);
+        if args.plan.is_none() && preset.plan == Some(headroom_plan::PlanMode::Auto) {
+            tracing::info!(
+                "preset {name} plans the run (plan = \"auto\"): the fastest configuration that fits this board; --plan off trains as given"
+            );
+        }
     }
     if request.device.is_none() {
         request.device = Some(headroom_run::device::torch_text(DeviceChoice::Auto));
@@ -155,5 +161,22 @@ mod tests {
                 .train;
         let asked = request_from_args(&given, true).expect("a request");
         assert_eq!((asked.epochs, asked.checkpoint, asked.seed), (Some(5), Some(false), None));
+        assert_eq!(new.plan, Some(headroom_plan::PlanMode::Off), "a new run trains as given by default");
+    }
+
+    /// A preset's `plan` key plans a new run unless `--plan` says otherwise.
+    #[test]
+    fn the_preset_plans_unless_the_command_line_says() {
+        use clap::Parser as _;
+        use headroom_plan::PlanMode;
+        let base = ["headroom", "--model", "m.onnx", "--data", "d.yaml", "--teacher", "t.onnx"];
+        let plan_of = |extra: &[&str]| {
+            let args = Cli::parse_from([&base[..], extra].concat()).train;
+            new_run_request(&args).expect("a new run").plan
+        };
+        assert_eq!(plan_of(&["--preset", "field-accurate"]), Some(PlanMode::Auto));
+        assert_eq!(plan_of(&["--preset", "field-accurate", "--plan", "off"]), Some(PlanMode::Off));
+        assert_eq!(plan_of(&["--preset", "field-quick"]), Some(PlanMode::Off));
+        assert_eq!(plan_of(&["--preset", "field-quick", "--plan", "auto"]), Some(PlanMode::Auto));
     }
 }
