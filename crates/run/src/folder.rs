@@ -359,6 +359,24 @@ pub struct PeakMemory {
     pub counted_mb: f64,
 }
 
+impl PeakMemory {
+    /// Each peak the larger of the two: a run's peaks read before they were started again (the
+    /// set-up's, before `--plan auto` timed its batches) and after.
+    #[must_use]
+    pub fn max(self, other: PeakMemory) -> PeakMemory {
+        let larger = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        PeakMemory {
+            rss_mb: self.rss_mb.max(other.rss_mb),
+            cuda_reserved_mb: larger(self.cuda_reserved_mb, other.cuda_reserved_mb),
+            cuda_allocated_mb: larger(self.cuda_allocated_mb, other.cuda_allocated_mb),
+            counted_mb: self.counted_mb.max(other.counted_mb),
+        }
+    }
+}
+
 /// The peaks of a run whose tensors live in `pool`.
 pub fn peak_memory(pool: MemoryPool) -> PeakMemory {
     let reading = MemoryReading::read(pool);
@@ -373,6 +391,21 @@ pub fn peak_memory(pool: MemoryPool) -> PeakMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_larger_of_two_peaks_is_taken_each() {
+        let setup =
+            PeakMemory { rss_mb: 300.0, cuda_reserved_mb: None, cuda_allocated_mb: None, counted_mb: 300.0 };
+        let training = PeakMemory {
+            rss_mb: 280.0,
+            cuda_reserved_mb: Some(90.0),
+            cuda_allocated_mb: None,
+            counted_mb: 350.0,
+        };
+        let both = setup.max(training);
+        assert_eq!((both.rss_mb, both.counted_mb, both.cuda_reserved_mb), (300.0, 350.0, Some(90.0)));
+        assert_eq!(both, training.max(setup), "either order");
+    }
 
     /// One second of epoch `epoch` with losses 1, 2, 3.
     fn stats(epoch: usize) -> EpochStats {

@@ -356,9 +356,10 @@ fn execute(
     // `--plan auto` found room for larger batches: each is timed before the first step (again
     // after a kill before training started: nothing was trained), the fastest kept in config.toml.
     let trained = !fresh && dir.join("ckpt/last.pt").exists();
+    let mut setup_peak = None;
     if spec.plan.as_ref().is_some_and(crate::spec::PlanChoice::timing_pending) && !trained {
         let images = inputs.epoch_images(spec.replay_fraction, spec.settings.seed, 0);
-        batch_speed::choose(&mut trainer, &mut spec, &images, pool)?;
+        setup_peak = batch_speed::choose(&mut trainer, &mut spec, &images, pool)?;
         spec.save(dir)?;
     }
     let setup = planner::setup_of(
@@ -410,7 +411,9 @@ fn execute(
     else {
         return Ok(RunEnd::Interrupted);
     };
-    let peak = folder::peak_memory(pool);
+    // With the set-up's peak where timing the batches started the peaks again.
+    let peak =
+        setup_peak.map_or_else(|| folder::peak_memory(pool), |setup| folder::peak_memory(pool).max(setup));
     // After the peak is read: the planner's check is of the training, as before.
     let best_val = best_validation(&spec, dir, &start.inputs, options.threads);
     // Every run checks the planner: its estimate against this run's measured peak (on CUDA the

@@ -242,8 +242,7 @@ impl<'a> Trainer<'a> {
                 reason: format!("cannot time {passes} passes of batch {batch} on {} images", records.len()),
             });
         }
-        let saved = self.config.batch;
-        self.config.batch = batch;
+        // A pass takes its images from `batch_records`: the configured batch is not read.
         let order = shuffled(records.len(), self.config.seed, 0);
         let chunks: Vec<&[usize]> = order.chunks_exact(batch).collect();
         let device = self.student.executor().device();
@@ -264,7 +263,6 @@ impl<'a> Trainer<'a> {
             }
             Ok(seconds / (passes * batch) as f64)
         })();
-        self.config.batch = saved;
         self.student.zero_grad();
         *self.phases.borrow_mut() = [0.0; 5];
         timed
