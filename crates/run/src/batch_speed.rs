@@ -1,8 +1,8 @@
 //! `--plan auto`'s batch measurement: when larger batches than the planned one fit the budget,
 //! each is timed for a few training passes before the first step, in two interleaved rounds (the
 //! run's own data, augmentation, trunk and teacher, on its device), and the fastest per image
-//! trains (docs/PLAN.md "A larger batch when it is faster"). Accumulation keeps the nominal batch, so the
-//! run makes the same optimiser steps at any batch.
+//! trains (docs/PLAN.md "A larger batch when it is faster"). Accumulation keeps the nominal batch,
+//! so the run makes the same optimiser steps at any batch.
 
 use headroom_core::dataset::ImageRecord;
 use headroom_train::memory_guard::MemoryPool;
