@@ -412,8 +412,8 @@ fn execute(
         return Ok(RunEnd::Interrupted);
     };
     // With the set-up's peak where timing the batches started the peaks again.
-    let peak =
-        setup_peak.map_or_else(|| folder::peak_memory(pool), |setup| folder::peak_memory(pool).max(setup));
+    let peak = folder::peak_memory(pool);
+    let peak = setup_peak.map_or(peak, |setup| peak.max(setup));
     // After the peak is read: the planner's check is of the training, as before.
     let best_val = best_validation(&spec, dir, &start.inputs, options.threads);
     // Every run checks the planner: its estimate against this run's measured peak (on CUDA the
