@@ -42,6 +42,37 @@ pub enum PlanMode {
     Auto,
 }
 
+/// Whether the next batch is prepared on a second thread while the student's pass runs
+/// (`--prefetch`): a process setting, the run's result is the same either way.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prefetch {
+    /// On where a core is spare (more cores than `--threads`, or the student on a GPU), without
+    /// `--profile`, and, when the run is planned, where its budget holds the teacher's working set
+    /// beside the pass.
+    #[default]
+    Auto,
+    /// Always.
+    On,
+    /// Never: everything on one thread, in turn.
+    Off,
+}
+
+impl Prefetch {
+    /// Every setting.
+    pub const ALL: [Prefetch; 3] = [Prefetch::Auto, Prefetch::On, Prefetch::Off];
+
+    /// Its name: `auto`, `on`, `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prefetch::Auto => "auto",
+            Prefetch::On => "on",
+            Prefetch::Off => "off",
+        }
+    }
+}
+
 impl PlanMode {
     /// Both modes.
     pub const ALL: [PlanMode; 2] = [PlanMode::Off, PlanMode::Auto];
@@ -105,6 +136,7 @@ macro_rules! text {
 text!(Optimizer, "an optimiser");
 text!(TrunkRuntime, "a trunk runtime");
 text!(PlanMode, "a plan mode");
+text!(Prefetch, "a prefetch setting");
 
 #[cfg(test)]
 mod tests {
@@ -126,6 +158,14 @@ mod tests {
             assert_eq!(m.to_string().parse::<PlanMode>(), Ok(m));
             assert_eq!(serde_json::from_str::<PlanMode>(&format!("\"{m}\"")).expect("back"), m);
         }
+        for p in Prefetch::ALL {
+            assert_eq!(p.to_string().parse::<Prefetch>(), Ok(p));
+            assert_eq!(serde_json::from_str::<Prefetch>(&format!("\"{p}\"")).expect("back"), p);
+        }
+        assert_eq!(
+            "yes".parse::<Prefetch>(),
+            Err("\"yes\" is not a prefetch setting (auto, on, off)".to_string())
+        );
         assert_eq!("on".parse::<PlanMode>(), Err("\"on\" is not a plan mode (off, auto)".to_string()));
         assert_eq!("adam".parse::<Optimizer>(), Err("\"adam\" is not an optimiser (sgd, adamw)".to_string()));
         assert!("onnx".parse::<TrunkRuntime>().is_err());

@@ -26,7 +26,7 @@ pub mod saved;
 pub mod size;
 
 pub use budget::{Budget, Pool, budget, budget_on, check_sizes};
-pub use choice::{DeviceChoice, Optimizer, PlanMode, RunsOn, TrunkRuntime};
+pub use choice::{DeviceChoice, Optimizer, PlanMode, Prefetch, RunsOn, TrunkRuntime};
 pub use devices::{
     BUILTIN_DEVICES, Detected, DevicePreset, builtin_devices, detect, find_device, load_all, load_devices,
     other_machine, parse_devices, read_board, resolve_board,

@@ -54,6 +54,10 @@ pub struct Setup {
     pub augment: bool,
     /// A dense-distillation teacher running in the process on every batch (`--teacher`).
     pub teacher: Option<TeacherCost>,
+    /// The next batch prepared (and run through the teacher) on a second thread while the
+    /// student's pass runs (`--prefetch`): its working set sits beside the pass's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub prefetch: bool,
 }
 
 impl Setup {
@@ -142,6 +146,7 @@ impl Default for Setup {
             images: 0,
             augment: false,
             teacher: None,
+            prefetch: false,
         }
     }
 }
@@ -194,6 +199,15 @@ pub struct Components {
     pub teacher_pass: u64,
     /// The teacher's head outputs, held through the trunk and head phases.
     pub teacher_outputs: u64,
+    /// With [`Setup::prefetch`]: the next batch being prepared beside the pass (the larger of the
+    /// teacher phase and the prepared batch waiting with its teacher outputs; the input batch
+    /// without a teacher). The teacher phase is then no phase of its own.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prefetch: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Components {
@@ -222,7 +236,11 @@ impl Components {
 
     /// The larger of the training passes' phases: trunk, head, teacher.
     fn pass_phase(&self) -> u64 {
-        self.trunk_phase().max(self.head_phase()).max(self.teacher_pass)
+        if self.prefetch > 0 {
+            self.trunk_phase().max(self.head_phase()) + self.prefetch
+        } else {
+            self.trunk_phase().max(self.head_phase()).max(self.teacher_pass)
+        }
     }
 
     /// The estimated peak.
@@ -235,7 +253,7 @@ impl Components {
         let (trunk, head) = (self.trunk_phase(), self.head_phase());
         if self.eval > self.pass_phase() {
             "eval"
-        } else if self.teacher_pass > trunk.max(head) {
+        } else if self.prefetch == 0 && self.teacher_pass > trunk.max(head) {
             "teacher"
         } else if trunk > head {
             "trunk"
@@ -270,6 +288,7 @@ impl Components {
             ("allocator", self.allocator),
             ("teacher pass", if at == "teacher" { self.teacher_pass } else { 0 }),
             ("teacher outputs", if at == "trunk" || at == "head" { self.teacher_outputs } else { 0 }),
+            ("prefetch", if at == "trunk" || at == "head" { self.prefetch } else { 0 }),
             ("input", phase(self.input, true)),
             ("trunk", phase(self.trunk, true)),
             ("cut", phase(self.cut, false)),
@@ -530,7 +549,11 @@ impl<'a> Planner<'a> {
             teacher_pass: setup.teacher.map_or(0, |t| t.forward * b),
             teacher_outputs: setup.teacher.map_or(0, |t| t.outputs * b),
             allocator: 0,
+            prefetch: 0,
         };
+        if setup.prefetch && !setup.cache_features {
+            components.prefetch = components.teacher_pass.max(components.input + components.teacher_outputs);
+        }
         if !discrete {
             let served = weight_bytes
                 + components.gradients

@@ -218,6 +218,40 @@ fn a_teacher_adds_its_weights_its_outputs_and_its_own_pass() {
 }
 
 #[test]
+fn a_prefetched_batch_adds_the_teachers_pass_beside_the_students() {
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let teacher_model = fixture("models/demo/teacher-shapes-160.onnx");
+    let teacher_inspection = inspect(&teacher_model).expect("inspect");
+    let cost = Planner::new(&teacher_model, &teacher_inspection, 0).teacher_cost([160, 160]).expect("cost");
+    let mut planner = Planner::new(&model, &inspection, 0);
+    for batch in [2, 8] {
+        let taught = Setup { teacher: Some(cost), ..setup(Trainable::Freeze(0), batch, false, 160) };
+        let ahead = Setup { prefetch: true, ..taught.clone() };
+        let (a, b) = (planner.estimate(&taught).expect("taught"), planner.estimate(&ahead).expect("ahead"));
+        let c = b.components;
+        assert_eq!(a.components.prefetch, 0);
+        assert_eq!(c.prefetch, c.teacher_pass.max(c.input + c.teacher_outputs), "batch {batch}");
+        assert!(c.prefetch >= cost.forward * batch as u64);
+        // The teacher's pass no longer takes turns with the student's: it runs beside the larger phase.
+        let phase = c.trunk_phase().max(c.head_phase());
+        assert_eq!(c.training_peak(), c.state() - c.runtime - c.weights - c.allocator + phase + c.prefetch);
+        let turns = a.components.trunk_phase().max(a.components.head_phase()).max(a.components.teacher_pass);
+        assert!(phase + c.prefetch > turns, "batch {batch}");
+        // The evaluation at the end of an epoch may still set the peak.
+        assert!(b.peak >= a.peak, "batch {batch}");
+        assert!(b.components.at_peak().contains(&("prefetch", c.prefetch)) || c.eval > phase + c.prefetch);
+        // Without a teacher the prefetched batch is its input.
+        let plain = Setup { teacher: None, ..ahead.clone() };
+        let p = planner.estimate(&plain).expect("plain").components;
+        assert_eq!(p.prefetch, p.input);
+        // A feature cache makes no batch to prefetch.
+        let cached = Setup { cache_features: true, augment: false, ..plain };
+        assert_eq!(planner.estimate(&cached).expect("cached").components.prefetch, 0);
+    }
+}
+
+#[test]
 fn the_ladder_caches_features_only_without_augmentation_or_a_teacher() {
     let model = fixture("models/demo/yolov8n-shapes-160.onnx");
     let inspection = inspect(&model).expect("inspect");

@@ -35,6 +35,7 @@ pub fn setup_of(
         images: train.len(),
         augment: settings.augment.changes_pixels(),
         teacher,
+        prefetch: false,
     }
 }
 

@@ -37,6 +37,9 @@ pub struct RunOptions {
     /// A trace of libtorch's ops over this many passes after the run's first, and where to write
     /// it (`headroom train --profile`; docs/TRAIN.md "Where a step's time goes").
     pub profile: Option<(PathBuf, u64)>,
+    /// Whether the next batch is prepared on a second thread (`--prefetch`; resolved by
+    /// [`prefetch_on`]).
+    pub prefetch: headroom_plan::Prefetch,
 }
 
 /// How a run ended without an error.
@@ -362,7 +365,7 @@ fn execute(
         setup_peak = batch_speed::choose(&mut trainer, &mut spec, &images, pool)?;
         spec.save(dir)?;
     }
-    let setup = planner::setup_of(
+    let mut setup = planner::setup_of(
         &spec.settings,
         trainable,
         spec.trunk,
@@ -370,7 +373,33 @@ fn execute(
         &inputs.train,
         teacher_cost,
     );
+    let spare_core = device.is_cuda() || spare_core(options.threads);
+    setup.prefetch =
+        prefetch_on(options.prefetch, spare_core, spec.cache_features, options.profile.is_some());
+    if setup.prefetch && options.profile.is_some() {
+        tracing::warn!(
+            "--prefetch on with --profile: the trace holds the main thread's ops, not the data's or the teacher's"
+        );
+    }
     let mut estimate = planner::PlannerCheck::estimate(&start.model, &inspection, &preset, &setup);
+    if let (headroom_plan::Prefetch::Auto, true, Some(plan)) = (options.prefetch, setup.prefetch, &spec.plan)
+    {
+        let peak = estimate.estimate_mb.map_or(0.0, |mb| mb * 1048576.0);
+        if peak > plan.budget as f64 {
+            tracing::info!(
+                "--prefetch auto: off, the next batch beside this one ({:.0} MiB estimated) is over the \
+                 budget of {}",
+                peak / 1048576.0,
+                headroom_plan::format_size(plan.budget)
+            );
+            setup.prefetch = false;
+            estimate = planner::PlannerCheck::estimate(&start.model, &inspection, &preset, &setup);
+        }
+    }
+    trainer.set_prefetch(setup.prefetch);
+    if setup.prefetch {
+        tracing::info!("the next batch is prepared on a second thread while each pass runs (--prefetch)");
+    }
     // The student, its trunk and the planner have what they need from the decoded model; its
     // weights (the protobuf's and the IR's) are two copies the rest of the run does not read.
     start.model.release_initializers();
@@ -442,6 +471,29 @@ fn execute(
     let text = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
     headroom_core::fsio::write_atomic(&dir.join(RESULTS_FILE), text.as_bytes())?;
     Ok(RunEnd::Finished(results))
+}
+
+/// Whether this machine has a core the run's libtorch threads leave free: `threads` set (0 takes
+/// every core) and below the cores available to the process.
+fn spare_core(threads: usize) -> bool {
+    threads > 0 && std::thread::available_parallelism().is_ok_and(|n| n.get() > threads)
+}
+
+/// `--prefetch` resolved: `auto` is on where a core is spare (the student on a GPU leaves the CPU
+/// free), the batches are made each pass (not read from a feature cache) and no `--profile` traces
+/// the passes (libtorch's profiler records the thread that starts it: the phases are traced in
+/// turn). The budget is checked after, where the run is planned.
+pub fn prefetch_on(
+    choice: headroom_plan::Prefetch,
+    spare_core: bool,
+    cache_features: bool,
+    profiling: bool,
+) -> bool {
+    match choice {
+        headroom_plan::Prefetch::On => !cache_features,
+        headroom_plan::Prefetch::Off => false,
+        headroom_plan::Prefetch::Auto => spare_core && !cache_features && !profiling,
+    }
 }
 
 /// The process settings of a run: libtorch's threads, the C allocator's mode.

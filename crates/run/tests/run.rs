@@ -1,6 +1,7 @@
 //! The run layer in process, on the shipped demo model and a small synthetic field split: a run
 //! stopped on request mid-epoch resumes to the losses and metrics of the uninterrupted run, a
-//! finished run says so, and a saved spec with a bad value is refused before anything trains. (The
+//! finished run says so, a run whose batches a second thread prepares (with a teacher) is the run
+//! made in turn, and a saved spec with a bad value is refused before anything trains. (The
 //! memory cap's step-down runs through the binary: crates/cli/tests/train_step_down.rs.)
 
 #![cfg(all(feature = "libtorch", feature = "onnxruntime"))]
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use headroom_core::synth::{Preset, SynthConfig, write_dataset};
+use headroom_plan::Prefetch;
 use headroom_run::observer::{Observer, Silent};
 use headroom_run::run::{self, RunEnd, RunOptions};
 use headroom_run::spec::RunSpec;
@@ -45,6 +47,7 @@ fn options(stop: Option<Arc<AtomicBool>>) -> RunOptions {
         stop,
         allocator: headroom_train::memory_guard::Allocator::Compact,
         profile: None,
+        prefetch: headroom_plan::Prefetch::Off,
     }
 }
 
@@ -190,6 +193,52 @@ fn a_planned_run_times_its_batches_without_changing_the_run_and_keeps_the_choice
     let resumed = RunSpec::load(&dir).expect("config.toml");
     assert_eq!(resumed.plan, Some(plan), "a resumed run does not time again");
     assert_eq!(resumed.settings.batch, saved.settings.batch);
+}
+
+#[test]
+fn a_prefetched_run_is_the_same_run_and_resumes_to_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = data(tmp.path());
+    let mut spec = spec(&data);
+    spec.teacher = Some(workspace().join("models/demo/teacher-shapes-160.onnx"));
+    let with = |prefetch, stop| RunOptions { prefetch, ..options(stop) };
+    let turns = tmp.path().join("turns");
+    run::start(&spec, &turns, &with(Prefetch::Off, None), &mut Silent).expect("run in turn");
+    let ahead = tmp.path().join("ahead");
+    run::start(&spec, &ahead, &with(Prefetch::On, None), &mut Silent).expect("prefetched run");
+    // Losses, kd and the metrics: the same batches and teacher outputs, the same arithmetic.
+    assert_eq!(metrics(&ahead).len(), 2);
+    for (x, y) in metrics(&ahead).iter().zip(&metrics(&turns)) {
+        // Not the seconds and peaks (7, 8, 14).
+        for column in [1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13] {
+            assert_eq!(x[column], y[column], "column {column}: prefetching changed the run");
+        }
+    }
+    // Stopped mid-epoch (the thread preparing the next batch is waiting), then resumed.
+    let stopped = tmp.path().join("stopped");
+    let flag = Arc::new(AtomicBool::new(false));
+    let mut observer = StopAfter { flag: Arc::clone(&flag), after: 3, seen: 0 };
+    let end = run::start(&spec, &stopped, &with(Prefetch::On, Some(flag)), &mut observer).expect("stopped");
+    assert_eq!(end, RunEnd::Interrupted);
+    let end = run::resume(&stopped, None, &with(Prefetch::On, None), &mut Silent).expect("resumed run");
+    assert!(matches!(end, RunEnd::Finished(_)), "{end:?}");
+    for (x, y) in metrics(&stopped).iter().zip(&metrics(&turns)) {
+        for column in [1, 2, 3, 4, 11, 12] {
+            let (x, y): (f64, f64) = (x[column].parse().expect("num"), y[column].parse().expect("num"));
+            assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "column {column}: {x} vs {y}");
+        }
+    }
+    // `auto` needs a spare core and no profile; a feature cache leaves nothing to prepare.
+    assert!(run::prefetch_on(Prefetch::Auto, true, false, false));
+    assert!(!run::prefetch_on(Prefetch::Auto, false, false, false));
+    assert!(
+        !run::prefetch_on(Prefetch::Auto, true, false, true)
+            && run::prefetch_on(Prefetch::On, true, false, true)
+    );
+    assert!(
+        !run::prefetch_on(Prefetch::On, true, true, false)
+            && !run::prefetch_on(Prefetch::Off, true, false, false)
+    );
 }
 
 #[test]

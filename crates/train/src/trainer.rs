@@ -50,7 +50,16 @@ pub enum Trunk<'a> {
 /// A teacher run on each training batch for dense distillation: the batch's images `[B, 3, H, W]`
 /// in, the teacher's raw head outputs out (per level: box distribution, class logits, as the
 /// student's head gives them).
-pub type Teacher<'a> = dyn FnMut(&Tensor) -> Result<Vec<Tensor>> + 'a;
+/// `Send`: with [`Trainer::set_prefetch`] it runs on the thread that prepares the next batch.
+pub type Teacher<'a> = dyn FnMut(&Tensor) -> Result<Vec<Tensor>> + Send + 'a;
+
+/// One batch made ready for a pass: its augmented images and targets, the teacher's head tensors
+/// on them, and the seconds each took (data, teacher).
+struct Prepared {
+    batch: crate::data::Batch,
+    teacher: Option<(Tensor, Tensor)>,
+    seconds: [f64; 2],
+}
 
 /// What the trainable part of one pass takes: the trunk's outputs, the targets, their soft scores,
 /// and the teacher's head tensors (box distributions, class logits) on the same images.
@@ -80,6 +89,7 @@ pub struct Trainer<'a> {
     stop: Option<Arc<AtomicBool>>,
     teacher: Option<RefCell<Box<Teacher<'a>>>>,
     profile: Option<ProfileWindow>,
+    prefetch: bool,
 }
 
 impl<'a> Trainer<'a> {
@@ -125,6 +135,7 @@ impl<'a> Trainer<'a> {
             stop: None,
             teacher: None,
             profile: None,
+            prefetch: false,
         })
     }
 
@@ -165,6 +176,15 @@ impl<'a> Trainer<'a> {
         }
         self.teacher = Some(RefCell::new(teacher));
         Ok(())
+    }
+
+    /// Whether the next batch is prepared (read, augmented, and run through the teacher) on a
+    /// second thread while the student's forward and backward run on this one. The batches, and
+    /// so the run, are the same either way (each pass draws from its own seeded generator); the
+    /// teacher's working set then sits in memory beside the student's backward, which the planner
+    /// counts (docs/TRAIN.md "Preparing the next batch"). Not used with a feature cache.
+    pub fn set_prefetch(&mut self, on: bool) {
+        self.prefetch = on;
     }
 
     /// The teacher's soft scores per image (for `kd`; see [`crate::data::SoftTargets`]).
@@ -252,7 +272,7 @@ impl<'a> Trainer<'a> {
                 let batch_records: Vec<&ImageRecord> =
                     chunks[i % chunks.len()].iter().map(|&j| &records[j]).collect();
                 let started = std::time::Instant::now();
-                self.pass(&batch_records, records, 0, i).map_err(oom)?;
+                self.pass(&batch_records, records, 0, i, None).map_err(oom)?;
                 if let tch::Device::Cuda(index) = device {
                     tch::Cuda::synchronize(index as i64);
                 }
@@ -352,6 +372,61 @@ impl<'a> Trainer<'a> {
     }
 
     fn epoch_once(&mut self, records: &[ImageRecord], progress: &dyn Fn(&PassReport)) -> Result<EpochStats> {
+        if !self.prefetch || matches!(self.trunk, Trunk::Cache(_)) {
+            return self.epoch_passes(records, progress, None);
+        }
+        // The thread that prepares the batches owns the teacher and reads the soft scores for the
+        // epoch; both come back whatever the epoch's end.
+        let mut teacher = self.teacher.take();
+        let soft = std::mem::take(&mut self.soft);
+        let config = self.config.clone();
+        let device = self.student.executor().device();
+        let (epoch, first) = (self.progress.epochs_done, self.progress.pass);
+        let threads = tch::get_num_threads();
+        let ended = std::thread::scope(|scope| {
+            // A rendezvous: one batch waits, prepared, while the pass before it runs.
+            let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Prepared>>(0);
+            let (config, soft, teacher) = (&config, &soft, &mut teacher);
+            scope.spawn(move || {
+                // libtorch's thread count and grad mode are per thread.
+                tch::set_num_threads(threads);
+                let _guard = tch::no_grad_guard();
+                let mut teacher = teacher.as_mut().map(RefCell::get_mut);
+                let order = shuffled(records.len(), config.seed, epoch);
+                for (pass, chunk) in order.chunks(config.batch).enumerate().skip(first) {
+                    let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
+                    let made = prepare(
+                        &batch_records,
+                        records,
+                        config,
+                        soft,
+                        device,
+                        teacher.as_deref_mut(),
+                        epoch,
+                        pass,
+                    );
+                    let failed = made.is_err();
+                    // The pass loop has ended (an error, a stop, a step-down) when nobody receives.
+                    if sender.send(made).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            self.epoch_passes(records, progress, Some(&receiver))
+        });
+        self.teacher = teacher;
+        self.soft = soft;
+        ended
+    }
+
+    /// The passes of [`Trainer::epoch_once`]; `prepared` gives each pass its batch in order when a
+    /// second thread prepares them.
+    fn epoch_passes(
+        &mut self,
+        records: &[ImageRecord],
+        progress: &dyn Fn(&PassReport),
+        prepared: Option<&std::sync::mpsc::Receiver<Result<Prepared>>>,
+    ) -> Result<EpochStats> {
         let started = std::time::Instant::now();
         *self.phases.borrow_mut() = [0.0; 5];
         let seconds_before = self.progress.seconds;
@@ -372,8 +447,20 @@ impl<'a> Trainer<'a> {
             if let Some(window) = &mut self.profile {
                 window.before_pass()?;
             }
+            let ready = match prepared {
+                Some(receiver) => Some(
+                    receiver
+                        .recv()
+                        .map_err(|_| Error::Config {
+                            key: "prefetch".into(),
+                            reason: "the thread preparing the batches ended early".into(),
+                        })?
+                        .map_err(oom)?,
+                ),
+                None => None,
+            };
             let (value, components, instances) =
-                self.pass(&batch_records, records, epoch, pass).map_err(oom)?;
+                self.pass(&batch_records, records, epoch, pass, ready).map_err(oom)?;
             self.passes_run += 1;
             if let Some(cap) = cap {
                 tracing::debug!("epoch {epoch} pass {pass}: {} MiB above the start", cap.used() >> 20);
@@ -455,32 +542,41 @@ impl<'a> Trainer<'a> {
         })
     }
 
-    /// The trunk's outputs, targets and soft scores of one batch (timed as data and trunk).
+    /// The trunk's outputs, targets and soft scores of one batch (timed as data and trunk), from
+    /// the batch `ready` (prepared on the prefetch thread) or prepared here.
     fn inputs(
         &self,
         batch_records: &[&ImageRecord],
         all: &[ImageRecord],
-        rng: &mut ChaCha8Rng,
+        epoch: usize,
+        pass: usize,
+        ready: Option<Prepared>,
     ) -> Result<BatchInputs> {
         let cfg = &self.config;
         let device = self.student.executor().device();
-        let timer = |phase: usize, since: std::time::Instant| {
-            self.phases.borrow_mut()[phase] += since.elapsed().as_secs_f64();
+        let timer = |phase: usize, seconds: f64| {
+            self.phases.borrow_mut()[phase] += seconds;
         };
-        let started = std::time::Instant::now();
         if let Trunk::Cache(cache) = &self.trunk {
+            let started = std::time::Instant::now();
             // The same draws as `augmented_batch` without pixel augmentations: one flip per image.
+            let mut rng = pass_rng(cfg.seed, epoch, pass);
             let flips: Vec<bool> = batch_records.iter().map(|_| rng.random::<f64>() < cfg.flip).collect();
             let (targets, soft) = targets_for(batch_records, &flips, cfg.imgsz, &self.soft);
             let cut = cache.cut(batch_records, &flips, device)?;
-            timer(0, started);
+            timer(0, started.elapsed().as_secs_f64());
             return Ok((cut, targets, soft, None));
         }
-        let batch = {
-            let _span = span(c"headroom::data");
-            augmented_batch(batch_records, all, cfg, rng, &self.soft, device)?
+        let prepared = match ready {
+            Some(prepared) => prepared,
+            None => {
+                let _guard = tch::no_grad_guard();
+                let mut teacher = self.teacher.as_ref().map(RefCell::borrow_mut);
+                prepare(batch_records, all, cfg, &self.soft, device, teacher.as_deref_mut(), epoch, pass)?
+            }
         };
-        timer(0, started);
+        let Prepared { batch, teacher, seconds } = prepared;
+        timer(0, seconds[0]);
         let started = std::time::Instant::now();
         let cut = {
             let _span = span(c"headroom::trunk");
@@ -489,15 +585,7 @@ impl<'a> Trainer<'a> {
                 _ => self.student.trunk(&batch.images)?,
             }
         };
-        let teacher = match &self.teacher {
-            Some(teacher) => {
-                let _span = span(c"headroom::teacher");
-                let _guard = tch::no_grad_guard();
-                Some(head_tensors(&(teacher.borrow_mut())(&batch.images)?)?)
-            }
-            None => None,
-        };
-        timer(1, started);
+        timer(1, seconds[1] + started.elapsed().as_secs_f64());
         Ok((cut, batch.targets, batch.soft, teacher))
     }
 
@@ -509,12 +597,10 @@ impl<'a> Trainer<'a> {
         all: &[ImageRecord],
         epoch: usize,
         pass: usize,
+        ready: Option<Prepared>,
     ) -> Result<(f64, [f64; 4], usize)> {
         let cfg = &self.config;
-        let mut rng = ChaCha8Rng::seed_from_u64(
-            cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((epoch as u64 + 1) << 32) ^ pass as u64,
-        );
-        let (cut, targets, soft, teacher) = self.inputs(batch_records, all, &mut rng)?;
+        let (cut, targets, soft, teacher) = self.inputs(batch_records, all, epoch, pass, ready)?;
         let (targets, soft, uncertain) = match cfg.ignore_band {
             Some([low, high]) => split_band(targets, soft, (low, high)),
             None => (targets, soft, Vec::new()),
@@ -598,6 +684,45 @@ impl<'a> Trainer<'a> {
 }
 
 /// The optimiser of a new run: weight decay scaled by `batch · accumulate / nbs`, as Ultralytics.
+/// The generator of pass `pass` of epoch `epoch`: a pass's draws do not depend on which thread
+/// makes its batch, nor on the passes before it (a resumed epoch draws as the uninterrupted one).
+fn pass_rng(seed: u64, epoch: usize, pass: usize) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(
+        seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((epoch as u64 + 1) << 32) ^ pass as u64,
+    )
+}
+
+/// Pass `pass` of epoch `epoch`'s batch: `batch_records` read and augmented as `config` says
+/// (mosaic draws from `all`), and the teacher's head tensors on it. Under no-grad (the caller's).
+#[allow(clippy::too_many_arguments)]
+fn prepare(
+    batch_records: &[&ImageRecord],
+    all: &[ImageRecord],
+    config: &TrainConfig,
+    soft: &SoftTargets,
+    device: tch::Device,
+    teacher: Option<&mut Box<Teacher<'_>>>,
+    epoch: usize,
+    pass: usize,
+) -> Result<Prepared> {
+    let mut rng = pass_rng(config.seed, epoch, pass);
+    let started = std::time::Instant::now();
+    let batch = {
+        let _span = span(c"headroom::data");
+        augmented_batch(batch_records, all, config, &mut rng, soft, device)?
+    };
+    let data = started.elapsed().as_secs_f64();
+    let started = std::time::Instant::now();
+    let teacher = match teacher {
+        Some(teacher) => {
+            let _span = span(c"headroom::teacher");
+            Some(head_tensors(&teacher(&batch.images)?)?)
+        }
+        None => None,
+    };
+    Ok(Prepared { batch, teacher, seconds: [data, started.elapsed().as_secs_f64()] })
+}
+
 fn optimizer_for(config: &TrainConfig) -> Optimizer {
     let accumulate = schedule::accumulate(config);
     let weight_decay = config.weight_decay * (config.batch * accumulate) as f64 / config.nbs as f64;

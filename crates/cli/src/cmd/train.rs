@@ -42,6 +42,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
         stop: Some(interrupt.flag()),
         allocator: args.allocator,
         profile: args.profile.clone().map(|path| (path, args.profile_passes as u64)),
+        prefetch: args.prefetch,
     };
     let mut observer = super::train_progress::TerminalObserver::default();
     let end = match resume_dir(args)? {

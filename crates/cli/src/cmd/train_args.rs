@@ -172,6 +172,13 @@ pub struct Args {
     /// slower on a CPU) or fast (glibc's defaults: up to 1.5x the memory). docs/TRAIN.md "Memory".
     #[arg(long, value_enum, default_value_t = Allocator::Pooled)]
     pub allocator: Allocator,
+    /// Prepare the next batch (read, augment, run the teacher) on a second thread while the
+    /// student's forward and backward run (a process setting: the run's result is the same). auto:
+    /// on where a core is spare (--threads below the machine's cores, or a GPU), not with --profile
+    /// and, with --plan auto, where the budget holds the teacher's working set beside the pass. docs/TRAIN.md "Preparing
+    /// the next batch".
+    #[arg(long, value_enum, default_value_t = headroom_plan::Prefetch::Auto)]
+    pub prefetch: headroom_plan::Prefetch,
     /// Write a Chrome trace of libtorch's ops (its own profiler: forward, backward, optimiser, the
     /// average, each inside its phase) over --profile-passes passes after the run's first, to FILE;
     /// scripts/bench/step_profile.py sums it by op beside PyTorch's profile of Ultralytics.
