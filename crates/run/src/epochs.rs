@@ -223,19 +223,30 @@ fn finish_epoch(
         (headroom_onnx::patch::KEY_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
         (headroom_onnx::patch::KEY_FINETUNED.to_string(), format!("{}, epoch {}", out.part, stats.epoch + 1)),
     ];
+    let ended = std::time::Instant::now();
     let written = headroom_onnx::patch::write_weights(out.bytes, out.model, &trainer.ema_weights()?, &meta)?;
     let last = out.dir.join("last.onnx");
     headroom_core::fsio::write_atomic(&last, &written)?;
+    let write_seconds = ended.elapsed().as_secs_f64();
     let metrics = evaluate(&last, &inputs.data.names, &inputs.val, out.threads)?;
+    let validate_seconds = ended.elapsed().as_secs_f64() - write_seconds;
     let better = best.is_none_or(|b| metrics.fitness > b);
     if better {
         headroom_core::fsio::write_atomic(&out.dir.join("best.onnx"), &written)?;
     }
     let csv = folder::append_metrics(out.dir, &stats, &metrics, &folder::peak_memory(out.pool))?;
+    let plotting = std::time::Instant::now();
     if let Err(e) = headroom_plot::write_plots(&csv, out.dir, &out.memory_lines) {
         tracing::warn!("plots of {}: {e}", out.dir.display());
     }
+    let plot_seconds = plotting.elapsed().as_secs_f64();
     trainer.save_checkpoint(&out.dir.join("ckpt/last.pt"))?;
+    tracing::debug!(
+        "epoch {} end: {:.3} s (written {write_seconds:.3} s, validated {validate_seconds:.3} s, plots \
+         {plot_seconds:.3} s, then the checkpoint)",
+        stats.epoch + 1,
+        ended.elapsed().as_secs_f64()
+    );
     let best = if better { Some(metrics.fitness) } else { best };
     let epochs = trainer.config().epochs;
     Ok((EpochReport { stats, epochs, metrics, best: better }, best))
