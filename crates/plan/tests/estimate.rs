@@ -187,13 +187,19 @@ fn freezing_more_never_trains_more() {
     assert!(rungs.contains(&"train head") && !rungs.contains(&"train neck+head"), "{rungs:?}");
 }
 
-#[test]
-fn a_teacher_adds_its_weights_its_outputs_and_its_own_pass() {
+/// The demo student, its inspection, and what the demo teacher costs at 160.
+fn student_and_teacher() -> (Model, headroom_onnx::inspect::Inspection, headroom_plan::TeacherCost) {
     let model = fixture("models/demo/yolov8n-shapes-160.onnx");
     let inspection = inspect(&model).expect("inspect");
     let teacher_model = fixture("models/demo/teacher-shapes-160.onnx");
     let teacher_inspection = inspect(&teacher_model).expect("inspect");
     let cost = Planner::new(&teacher_model, &teacher_inspection, 0).teacher_cost([160, 160]).expect("cost");
+    (model, inspection, cost)
+}
+
+#[test]
+fn a_teacher_adds_its_weights_its_outputs_and_its_own_pass() {
+    let (model, inspection, cost) = student_and_teacher();
     // YOLOv8n nc=3: 3.0 M parameters; head outputs (64 box bins + 3 classes) x 525 anchors.
     assert!((11 << 20..13 << 20).contains(&cost.weights), "{}", cost.weights);
     assert_eq!(cost.outputs, (64 + 3) * 525 * 4);
@@ -219,11 +225,7 @@ fn a_teacher_adds_its_weights_its_outputs_and_its_own_pass() {
 
 #[test]
 fn a_prefetched_batch_adds_the_teachers_pass_beside_the_students() {
-    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
-    let inspection = inspect(&model).expect("inspect");
-    let teacher_model = fixture("models/demo/teacher-shapes-160.onnx");
-    let teacher_inspection = inspect(&teacher_model).expect("inspect");
-    let cost = Planner::new(&teacher_model, &teacher_inspection, 0).teacher_cost([160, 160]).expect("cost");
+    let (model, inspection, cost) = student_and_teacher();
     let mut planner = Planner::new(&model, &inspection, 0);
     for batch in [2, 8] {
         let taught = Setup { teacher: Some(cost), ..setup(Trainable::Freeze(0), batch, false, 160) };
