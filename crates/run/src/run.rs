@@ -373,9 +373,8 @@ fn execute(
         &inputs.train,
         teacher_cost,
     );
-    let spare_core = device.is_cuda() || spare_core(options.threads);
-    setup.prefetch =
-        prefetch_on(options.prefetch, spare_core, spec.cache_features, options.profile.is_some());
+    let spare = device.is_cuda() || spare_core(options.threads);
+    setup.prefetch = prefetch_on(options.prefetch, spare, spec.cache_features, options.profile.is_some());
     if setup.prefetch && options.profile.is_some() {
         tracing::warn!(
             "--prefetch on with --profile: the trace holds the main thread's ops, not the data's or the teacher's"
