@@ -21,6 +21,8 @@ pub mod cache;
 mod check;
 #[cfg(feature = "libtorch")]
 mod checkpoint;
+#[cfg(feature = "libtorch")]
+pub use checkpoint::StagedCheckpoint;
 pub mod config;
 pub mod cpu_pool;
 mod cuda;
