@@ -90,6 +90,20 @@ pub struct Trainer<'a> {
     teacher: Option<RefCell<Box<Teacher<'a>>>>,
     profile: Option<ProfileWindow>,
     prefetch: bool,
+    /// The next epoch's first batch, prepared while the epoch before it ended
+    /// ([`Trainer::preparing_next_epoch`]).
+    ahead: Option<Ahead>,
+    /// Epochs whose first pass used [`Trainer::ahead`].
+    ahead_used: usize,
+}
+
+/// A batch prepared before its epoch began, and where it belongs: used only by the pass it was
+/// made for (the same epoch, pass, batch size and images), dropped otherwise.
+struct Ahead {
+    epoch: usize,
+    pass: usize,
+    images: Vec<PathBuf>,
+    prepared: Prepared,
 }
 
 impl<'a> Trainer<'a> {
@@ -136,6 +150,8 @@ impl<'a> Trainer<'a> {
             teacher: None,
             profile: None,
             prefetch: false,
+            ahead: None,
+            ahead_used: 0,
         })
     }
 
@@ -372,17 +388,25 @@ impl<'a> Trainer<'a> {
     }
 
     fn epoch_once(&mut self, records: &[ImageRecord], progress: &dyn Fn(&PassReport)) -> Result<EpochStats> {
-        if !self.prefetch || matches!(self.trunk, Trunk::Cache(_)) {
-            return self.epoch_passes(records, progress, None);
+        if !self.prefetching() {
+            return self.epoch_passes(records, progress, None, None);
         }
+        let (epoch, first) = (self.progress.epochs_done, self.progress.pass);
+        // The first batch, when it was prepared while the last epoch ended.
+        let ahead = self.ahead.take().and_then(|a| {
+            let fits = (a.epoch, a.pass) == (epoch, first)
+                && pass_images(records, &self.config, epoch, first).is_some_and(|images| images == a.images);
+            fits.then_some(a.prepared)
+        });
+        self.ahead_used += usize::from(ahead.is_some());
         // The thread that prepares the batches owns the teacher and reads the soft scores for the
         // epoch; both come back whatever the epoch's end.
         let mut teacher = self.teacher.take();
         let soft = std::mem::take(&mut self.soft);
         let config = self.config.clone();
         let device = self.student.executor().device();
-        let (epoch, first) = (self.progress.epochs_done, self.progress.pass);
         let threads = tch::get_num_threads();
+        let from = first + usize::from(ahead.is_some());
         let ended = std::thread::scope(|scope| {
             // A rendezvous: one batch waits, prepared, while the pass before it runs.
             let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Prepared>>(0);
@@ -393,7 +417,7 @@ impl<'a> Trainer<'a> {
                 let _guard = tch::no_grad_guard();
                 let mut teacher = teacher.as_mut().map(RefCell::get_mut);
                 let order = shuffled(records.len(), config.seed, epoch);
-                for (pass, chunk) in order.chunks(config.batch).enumerate().skip(first) {
+                for (pass, chunk) in order.chunks(config.batch).enumerate().skip(from) {
                     let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
                     let made = prepare(
                         &batch_records,
@@ -412,11 +436,66 @@ impl<'a> Trainer<'a> {
                     }
                 }
             });
-            self.epoch_passes(records, progress, Some(&receiver))
+            self.epoch_passes(records, progress, ahead, Some(&receiver))
         });
         self.teacher = teacher;
         self.soft = soft;
         ended
+    }
+
+    /// How many epochs started on a batch made while the epoch before them ended
+    /// ([`Trainer::preparing_next_epoch`]).
+    pub fn batches_prepared_ahead(&self) -> usize {
+        self.ahead_used
+    }
+
+    /// Whether a second thread prepares the batches (`--prefetch`; a feature cache has nothing to
+    /// prepare).
+    fn prefetching(&self) -> bool {
+        self.prefetch && !matches!(self.trunk, Trunk::Cache(_))
+    }
+
+    /// Runs `during` (the end of the epoch just trained: its weights written, validated, its
+    /// checkpoint) while, with `--prefetch`, a second thread prepares the next epoch's first batch
+    /// from `next` (that epoch's images, as the next [`Trainer::train_epoch`] will get them): the
+    /// next epoch's first pass then starts without waiting for its batch. The batch is the one that
+    /// pass would make (its own seeded draws); a next epoch on other images, another batch size or
+    /// another position drops it. Without prefetching, or without `next` (the last epoch), only
+    /// `during`. `during` sees the trainer without its teacher (the thread has it).
+    pub fn preparing_next_epoch<R>(&mut self, next: Option<&[ImageRecord]>, during: impl FnOnce(&Self) -> R) -> R {
+        let (epoch, pass) = (self.progress.epochs_done, self.progress.pass);
+        let images = next.and_then(|records| pass_images(records, &self.config, epoch, pass));
+        let (Some(records), Some(images), true) = (next, images, self.prefetching()) else {
+            return during(self);
+        };
+        let mut teacher = self.teacher.take();
+        let soft = std::mem::take(&mut self.soft);
+        let config = self.config.clone();
+        let device = self.student.executor().device();
+        let threads = tch::get_num_threads();
+        let (out, made) = std::thread::scope(|scope| {
+            let (config, soft, teacher) = (&config, &soft, &mut teacher);
+            let worker = scope.spawn(move || {
+                tch::set_num_threads(threads);
+                let _guard = tch::no_grad_guard();
+                let teacher = teacher.as_mut().map(RefCell::get_mut);
+                let order = shuffled(records.len(), config.seed, epoch);
+                let chunk = order.chunks(config.batch).nth(pass).unwrap_or_default();
+                let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
+                prepare(&batch_records, records, config, soft, device, teacher, epoch, pass)
+            });
+            let out = during(self);
+            (out, worker.join())
+        });
+        self.teacher = teacher;
+        self.soft = soft;
+        match made {
+            Ok(Ok(prepared)) => self.ahead = Some(Ahead { epoch, pass, images, prepared }),
+            // The pass makes it again and reports what went wrong there.
+            Ok(Err(e)) => tracing::debug!("preparing epoch {} pass {pass} ahead: {e}", epoch + 1),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        out
     }
 
     /// The passes of [`Trainer::epoch_once`]; `prepared` gives each pass its batch in order when a
@@ -425,6 +504,7 @@ impl<'a> Trainer<'a> {
         &mut self,
         records: &[ImageRecord],
         progress: &dyn Fn(&PassReport),
+        mut ahead: Option<Prepared>,
         prepared: Option<&std::sync::mpsc::Receiver<Result<Prepared>>>,
     ) -> Result<EpochStats> {
         let started = std::time::Instant::now();
@@ -447,8 +527,9 @@ impl<'a> Trainer<'a> {
             if let Some(window) = &mut self.profile {
                 window.before_pass()?;
             }
-            let ready = match prepared {
-                Some(receiver) => Some(
+            let ready = match (ahead.take(), prepared) {
+                (Some(made), _) => Some(made),
+                (None, Some(receiver)) => Some(
                     receiver
                         .recv()
                         .map_err(|_| Error::Config {
@@ -457,7 +538,7 @@ impl<'a> Trainer<'a> {
                         })?
                         .map_err(oom)?,
                 ),
-                None => None,
+                (None, None) => None,
             };
             let (value, components, instances) =
                 self.pass(&batch_records, records, epoch, pass, ready).map_err(oom)?;
@@ -684,6 +765,13 @@ impl<'a> Trainer<'a> {
 }
 
 /// The optimiser of a new run: weight decay scaled by `batch · accumulate / nbs`, as Ultralytics.
+/// The images of pass `pass` of epoch `epoch` over `records` (`None` past the epoch's last pass).
+fn pass_images(records: &[ImageRecord], config: &TrainConfig, epoch: usize, pass: usize) -> Option<Vec<PathBuf>> {
+    let order = shuffled(records.len(), config.seed, epoch);
+    let chunk = order.chunks(config.batch).nth(pass)?;
+    Some(chunk.iter().map(|&i| records[i].image.clone()).collect())
+}
+
 /// The generator of pass `pass` of epoch `epoch`: a pass's draws do not depend on which thread
 /// makes its batch, nor on the passes before it (a resumed epoch draws as the uninterrupted one).
 fn pass_rng(seed: u64, epoch: usize, pass: usize) -> ChaCha8Rng {
