@@ -29,17 +29,6 @@ pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<()> {
-    write_staged_with(path, write)?.commit()
-}
-
-/// The first half of [`write_atomic_with`]: the temporary written and flushed to disk, `path` not
-/// yet touched. [`Staged::commit`] renames it over `path`; dropping it uncommitted removes it. So
-/// the slow part of a write (the bytes, the flush) can run beside other work while the moment the
-/// file changes stays where the caller puts it.
-pub fn write_staged_with(
-    path: &Path,
-    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
-) -> Result<Staged> {
     let tmp = temporary_path(path);
     if let Some(parent) = tmp.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
@@ -53,34 +42,10 @@ pub fn write_staged_with(
         let _ = std::fs::remove_file(&tmp);
         return Err(Error::io(path, e));
     }
-    Ok(Staged { tmp: Some(tmp), path: path.to_path_buf() })
-}
-
-/// A file written to its temporary by [`write_staged_with`], waiting to replace its target.
-#[derive(Debug)]
-#[must_use = "a staged file is removed unless committed"]
-pub struct Staged {
-    tmp: Option<PathBuf>,
-    path: PathBuf,
-}
-
-impl Staged {
-    /// Renames the temporary over the target: readers see the old file or the new one.
-    pub fn commit(mut self) -> Result<()> {
-        let Some(tmp) = self.tmp.take() else { return Ok(()) };
-        std::fs::rename(&tmp, &self.path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::io(&self.path, e)
-        })
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if let Some(tmp) = self.tmp.take() {
-            let _ = std::fs::remove_file(tmp);
-        }
-    }
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, e)
+    })
 }
 
 /// Owner, group and permission bits of a file: what a service that reads it depends on.
@@ -487,22 +452,6 @@ mod tests {
         assert!(text.contains("last.pt") && text.contains("the disk is full"), "{text}");
         assert_eq!(std::fs::read(&path).expect("read"), b"one", "the old file stays whole");
         write_atomic_with(&path, |out| out.write_all(b"two")).expect("second write");
-        assert_eq!(std::fs::read(&path).expect("read"), b"two");
-        assert_eq!(std::fs::read_dir(dir.path().join("ckpt")).expect("ls").count(), 1, "no temporary left");
-    }
-
-    #[test]
-    fn a_staged_write_changes_the_file_only_when_committed() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("ckpt/last.pt");
-        write_atomic_with(&path, |out| out.write_all(b"one")).expect("first write");
-        let staged = write_staged_with(&path, |out| out.write_all(b"two")).expect("staged");
-        assert_eq!(std::fs::read(&path).expect("read"), b"one", "not before the commit");
-        assert_eq!(std::fs::read_dir(dir.path().join("ckpt")).expect("ls").count(), 2, "the temporary");
-        staged.commit().expect("commit");
-        assert_eq!(std::fs::read(&path).expect("read"), b"two");
-        // Dropped uncommitted (the epoch's end failed): the temporary goes, the file stays.
-        drop(write_staged_with(&path, |out| out.write_all(b"three")).expect("staged"));
         assert_eq!(std::fs::read(&path).expect("read"), b"two");
         assert_eq!(std::fs::read_dir(dir.path().join("ckpt")).expect("ls").count(), 1, "no temporary left");
     }

@@ -1,7 +1,7 @@
 //! Checkpoints of a run: the trained weights, their average, the optimiser's state and the
 //! progress (the position in the epoch included), in one file that a run resumes from exactly.
 //!
-//! libtorch serialises into the temporary of [`headroom_core::fsio::write_staged_with`] as it goes
+//! libtorch serialises into the temporary of [`headroom_core::fsio::write_atomic_with`] as it goes
 //! (not into memory: a whole copy was the run's peak): a full disk or any other I/O failure is an
 //! error naming the file, the temporary is removed and the previous checkpoint stays whole. The
 //! writer never fails towards libtorch (its own file writer reports a failed write from a
@@ -65,22 +65,6 @@ impl std::io::Write for Sink {
     }
 }
 
-/// A checkpoint written to its temporary by [`Trainer::stage_checkpoint`], not yet in place.
-#[must_use = "a staged checkpoint is removed unless committed"]
-pub struct StagedCheckpoint<'t> {
-    staged: headroom_core::fsio::Staged,
-    saved_at: &'t std::cell::Cell<std::time::Instant>,
-}
-
-impl StagedCheckpoint<'_> {
-    /// Puts the checkpoint in place (a rename): from here a resumed run starts from it.
-    pub fn commit(self) -> Result<()> {
-        self.staged.commit()?;
-        self.saved_at.set(std::time::Instant::now());
-        Ok(())
-    }
-}
-
 /// The JSON inside a checkpoint.
 #[derive(Serialize, Deserialize)]
 struct SavedState {
@@ -96,14 +80,6 @@ impl Trainer<'_> {
     /// Writes the weights, averages, optimiser state and progress (position in the epoch included)
     /// to `path` atomically (a temporary beside it, then a rename).
     pub fn save_checkpoint(&self, path: &Path) -> Result<()> {
-        self.stage_checkpoint(path)?.commit()
-    }
-
-    /// [`Trainer::save_checkpoint`] up to the rename: the checkpoint written and flushed into its
-    /// temporary, `path` unchanged until [`StagedCheckpoint::commit`] (dropped uncommitted, the
-    /// temporary is removed). The end of an epoch writes it beside the validation and commits it
-    /// after the epoch's metrics row, where a run killed in between resumes from.
-    pub fn stage_checkpoint(&self, path: &Path) -> Result<StagedCheckpoint<'_>> {
         let started = std::time::Instant::now();
         let mut named: Vec<(String, Tensor)> = Vec::new();
         for (n, p) in self.student.parameters() {
@@ -135,7 +111,7 @@ impl Trainer<'_> {
         // Streamed into the temporary file: a serialised copy of everything in memory at once was
         // the run's peak (+46 MiB at 640 for YOLOv8n, docs/BENCHMARKS.md "The allocator").
         let mut written = 0;
-        let staged = headroom_core::fsio::write_staged_with(path, |out| {
+        headroom_core::fsio::write_atomic_with(path, |out| {
             let sink = Sink::new(out.get_ref().try_clone()?);
             Tensor::save_multi_to_stream(&named, sink.clone()).map_err(|e| {
                 std::io::Error::other(crate::error::torch_message(&e.to_string()).to_string())
@@ -143,13 +119,14 @@ impl Trainer<'_> {
             written = sink.finish()?;
             Ok(())
         })?;
+        self.saved_at.set(std::time::Instant::now());
         tracing::debug!(
             "checkpoint {} written: {:.1} MB in {:.3} s",
             path.display(),
             written as f64 / 1e6,
             started.elapsed().as_secs_f64()
         );
-        Ok(StagedCheckpoint { staged, saved_at: &self.saved_at })
+        Ok(())
     }
 
     /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the same student. Saved

@@ -21,8 +21,6 @@ pub mod cache;
 mod check;
 #[cfg(feature = "libtorch")]
 mod checkpoint;
-#[cfg(feature = "libtorch")]
-pub use checkpoint::StagedCheckpoint;
 pub mod config;
 pub mod cpu_pool;
 mod cuda;
