@@ -106,8 +106,8 @@ pub(crate) fn train_epochs(
         // The next epoch's first batch is made on the second thread while this one ends.
         let next = (epoch + 1 < epochs && !stop_requested())
             .then(|| inputs.epoch_images(spec.replay_fraction, spec.settings.seed, epoch + 1));
-        let (report, better) =
-            trainer.preparing_next_epoch(next.as_deref(), |t| finish_epoch(outputs, t, stats, inputs, best))?;
+        let (report, better) = trainer
+            .preparing_next_epoch(next.as_deref(), |t| finish_epoch(outputs, t, stats, inputs, best))?;
         if report.best {
             best_epoch = Some(epoch + 1);
         }
@@ -196,9 +196,8 @@ fn early_stop(
 }
 
 /// The end of an epoch: the averaged weights written back into the model (`last.onnx`), evaluated
-/// through ONNX Runtime on the val split (on a second thread while the checkpoint is written into
-/// its temporary), kept as `best.onnx` when better, the metrics row, the plots, the checkpoint put
-/// in place. Returns the epoch's report and the best fitness so far.
+/// through ONNX Runtime on the val split, kept as `best.onnx` when better, the metrics row, the
+/// plots, the checkpoint. Returns the epoch's report and the best fitness so far.
 fn finish_epoch(
     out: &EpochOutputs<'_>,
     trainer: &Trainer<'_>,
@@ -237,20 +236,8 @@ fn finish_epoch(
     let last = out.dir.join("last.onnx");
     headroom_core::fsio::write_atomic(&last, &written)?;
     let write_seconds = ended.elapsed().as_secs_f64();
-    // Validation (ONNX Runtime) and the checkpoint's bytes (libtorch's serialisation and the
-    // flush) at once; the checkpoint takes its place after the metrics row, as when written after it.
-    let (metrics, checkpoint) = std::thread::scope(|scope| {
-        let validation = scope.spawn(|| {
-            let started = std::time::Instant::now();
-            evaluate(&last, &inputs.data.names, &inputs.val, out.threads).map(|m| (m, started.elapsed()))
-        });
-        let checkpoint = trainer.stage_checkpoint(&out.dir.join("ckpt/last.pt"));
-        let metrics = validation.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (metrics, checkpoint)
-    });
-    let (metrics, validate_seconds) = metrics?;
-    let checkpoint = checkpoint?;
-    let validate_seconds = validate_seconds.as_secs_f64();
+    let metrics = evaluate(&last, &inputs.data.names, &inputs.val, out.threads)?;
+    let validate_seconds = ended.elapsed().as_secs_f64() - write_seconds;
     let better = best.is_none_or(|b| metrics.fitness > b);
     if better {
         headroom_core::fsio::write_atomic(&out.dir.join("best.onnx"), &written)?;
@@ -261,10 +248,10 @@ fn finish_epoch(
         tracing::warn!("plots of {}: {e}", out.dir.display());
     }
     let plot_seconds = plotting.elapsed().as_secs_f64();
-    checkpoint.commit()?;
+    trainer.save_checkpoint(&out.dir.join("ckpt/last.pt"))?;
     tracing::debug!(
-        "epoch {} end: {:.3} s (written {write_seconds:.3} s, validated {validate_seconds:.3} s beside \
-         the checkpoint, plots {plot_seconds:.3} s)",
+        "epoch {} end: {:.3} s (written {write_seconds:.3} s, validated {validate_seconds:.3} s, plots \
+         {plot_seconds:.3} s, then the checkpoint)",
         stats.epoch + 1,
         ended.elapsed().as_secs_f64()
     );

@@ -383,12 +383,11 @@ fn execute(
     let mut estimate = planner::PlannerCheck::estimate(&start.model, &inspection, &preset, &setup);
     if let (headroom_plan::Prefetch::Auto, true, Some(plan)) = (options.prefetch, setup.prefetch, &spec.plan)
     {
-        let peak = estimate.estimate_mb.map_or(0.0, |mb| mb * 1048576.0);
-        if peak > plan.budget as f64 {
+        let mib = estimate.estimate_mb.unwrap_or(0.0);
+        if mib * (1u64 << 20) as f64 > plan.budget as f64 {
             tracing::info!(
-                "--prefetch auto: off, the next batch beside this one ({:.0} MiB estimated) is over the \
+                "--prefetch auto: off, the next batch beside this one ({mib:.0} MiB estimated) is over the \
                  budget of {}",
-                peak / 1048576.0,
                 headroom_plan::format_size(plan.budget)
             );
             setup.prefetch = false;

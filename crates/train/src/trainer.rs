@@ -462,7 +462,11 @@ impl<'a> Trainer<'a> {
     /// pass would make (its own seeded draws); a next epoch on other images, another batch size or
     /// another position drops it. Without prefetching, or without `next` (the last epoch), only
     /// `during`. `during` sees the trainer without its teacher (the thread has it).
-    pub fn preparing_next_epoch<R>(&mut self, next: Option<&[ImageRecord]>, during: impl FnOnce(&Self) -> R) -> R {
+    pub fn preparing_next_epoch<R>(
+        &mut self,
+        next: Option<&[ImageRecord]>,
+        during: impl FnOnce(&Self) -> R,
+    ) -> R {
         let (epoch, pass) = (self.progress.epochs_done, self.progress.pass);
         let images = next.and_then(|records| pass_images(records, &self.config, epoch, pass));
         let (Some(records), Some(images), true) = (next, images, self.prefetching()) else {
@@ -766,7 +770,12 @@ impl<'a> Trainer<'a> {
 
 /// The optimiser of a new run: weight decay scaled by `batch · accumulate / nbs`, as Ultralytics.
 /// The images of pass `pass` of epoch `epoch` over `records` (`None` past the epoch's last pass).
-fn pass_images(records: &[ImageRecord], config: &TrainConfig, epoch: usize, pass: usize) -> Option<Vec<PathBuf>> {
+fn pass_images(
+    records: &[ImageRecord],
+    config: &TrainConfig,
+    epoch: usize,
+    pass: usize,
+) -> Option<Vec<PathBuf>> {
     let order = shuffled(records.len(), config.seed, epoch);
     let chunk = order.chunks(config.batch).nth(pass)?;
     Some(chunk.iter().map(|&i| records[i].image.clone()).collect())

@@ -20,12 +20,17 @@ fn root() -> PathBuf {
 /// Two epochs of every layer on `records`; between them, with `next`, the second epoch's first
 /// batch is prepared ahead on those images. The epochs' losses and how many epochs used a batch
 /// prepared ahead.
-fn two_epochs(records: &[ImageRecord], prefetch: bool, next: Option<&[ImageRecord]>) -> (Vec<[f64; 4]>, usize) {
+fn two_epochs(
+    records: &[ImageRecord],
+    prefetch: bool,
+    next: Option<&[ImageRecord]>,
+) -> (Vec<[f64; 4]>, usize) {
     let model = Model::load(root().join("models/demo/yolov8n-shapes-160.onnx")).expect("demo");
     let student = Student::new(&model, Trainable::Freeze(0), Device::Cpu).expect("student");
     let inspection = student.inspection();
     let loss = LossConfig::one_to_many(inspection.classes as i64, 16, inspection.strides.clone());
-    let config = TrainConfig { epochs: 2, batch: 2, nbs: 2, lr0: 1e-3, imgsz: [160, 160], ..TrainConfig::default() };
+    let config =
+        TrainConfig { epochs: 2, batch: 2, nbs: 2, lr0: 1e-3, imgsz: [160, 160], ..TrainConfig::default() };
     let mut trainer = Trainer::new(&student, config, loss).expect("trainer");
     trainer.set_prefetch(prefetch);
     let mut losses = Vec::new();
