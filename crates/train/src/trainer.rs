@@ -768,7 +768,6 @@ impl<'a> Trainer<'a> {
     }
 }
 
-/// The optimiser of a new run: weight decay scaled by `batch · accumulate / nbs`, as Ultralytics.
 /// The images of pass `pass` of epoch `epoch` over `records` (`None` past the epoch's last pass).
 fn pass_images(
     records: &[ImageRecord],
@@ -820,6 +819,7 @@ fn prepare(
     Ok(Prepared { batch, teacher, seconds: [data, started.elapsed().as_secs_f64()] })
 }
 
+/// The optimiser of a new run: weight decay scaled by `batch · accumulate / nbs`, as Ultralytics.
 fn optimizer_for(config: &TrainConfig) -> Optimizer {
     let accumulate = schedule::accumulate(config);
     let weight_decay = config.weight_decay * (config.batch * accumulate) as f64 / config.nbs as f64;
