@@ -123,6 +123,7 @@ mod with_libraries {
             distill: false,
             augment: None,
             train_part: headroom_onnx::Trainable::Head,
+            plan: headroom_plan::PlanMode::Auto,
             train_flags: ["--epochs", "1", "--train", "head"].map(String::from).to_vec(),
             runs_on: "cpu".into(),
             board: board.name.clone(),

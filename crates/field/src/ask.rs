@@ -78,6 +78,7 @@ impl FieldAsk {
             distill: self.preset.distill,
             augment: self.preset.augment,
             train_part: request.part.unwrap_or(headroom_run::request::DEFAULT_PART),
+            plan: self.preset.plan.unwrap_or(headroom_plan::PlanMode::Auto),
             train_flags: preset::train_flags(&request),
             runs_on: self.device.to_string(),
             board: self.board.name.clone(),
@@ -91,5 +92,54 @@ impl FieldAsk {
             inputs: inputs.clone(),
         };
         Ok((run, steps))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use headroom_plan::PlanMode;
+
+    use super::*;
+
+    fn ask(preset: &str) -> FieldAsk {
+        let (preset_name, preset) = preset::load(preset).expect("a built-in preset");
+        let at = |name: &str| PathBuf::from("/srv/field").join(name);
+        FieldAsk {
+            inputs: Inputs {
+                images: at("images"),
+                teacher: at("teacher.onnx"),
+                deployed: at("model.onnx"),
+                holdout: at("holdout/data.yaml"),
+                old: None,
+                names: vec!["a".into()],
+            },
+            preset_name,
+            preset,
+            board: headroom_plan::load_all(None).expect("the built-in boards").remove(0),
+            device: DeviceChoice::Cpu,
+            reserve: "600MiB".into(),
+            epochs: None,
+            part: None,
+            time_hours: None,
+            providers: None,
+            threads: 1,
+            max_images: None,
+        }
+    }
+
+    #[test]
+    fn the_train_step_plans_as_the_preset_says_and_auto_when_it_is_silent() {
+        let (_, accurate) = ask("field-accurate").settings().expect("settings");
+        assert_eq!(accurate.plan, PlanMode::Auto);
+        let (_, quick) = ask("field-quick").settings().expect("settings");
+        assert_eq!(quick.plan, PlanMode::Auto, "field-quick sets no plan");
+        let mut off = ask("field-accurate");
+        off.preset.plan = Some(PlanMode::Off);
+        let (run, steps) = off.settings().expect("settings");
+        assert_eq!(steps.plan, PlanMode::Off);
+        assert!(run.preset_toml.contains("plan = \"off\""), "the state records it: {}", run.preset_toml);
+        assert!(!steps.train_flags.iter().any(|f| f == "--plan"), "passed once, by the train step");
     }
 }

@@ -32,6 +32,9 @@ pub struct StepSettings {
     pub augment: Option<bool>,
     /// What trains (`--train`, else the preset's, else train's default).
     pub train_part: headroom_onnx::Trainable,
+    /// Whether the child `headroom train` plans for the board (`--plan`): the preset's `plan`, else
+    /// `auto`.
+    pub plan: headroom_plan::PlanMode,
     /// The flags of a fresh `headroom train` beyond the loop's own: the command line's overrides,
     /// then the preset's.
     pub train_flags: Vec<String>,
@@ -342,9 +345,12 @@ impl FieldRun {
                 a.extend(["--replay".into(), path(old)]);
             }
             a.extend(s.train_flags.iter().cloned());
-            a.extend(["--plan".into(), "auto".into()]);
+            a.extend(["--plan".into(), s.plan.name().into()]);
             a.extend(self.board_flags(s));
-            a.extend(["--reserve".into(), s.reserve.clone()]);
+            // The budget is the planner's: a preset's `plan = "off"` trains its settings as given.
+            if s.plan == headroom_plan::PlanMode::Auto {
+                a.extend(["--reserve".into(), s.reserve.clone()]);
+            }
             a.extend(["--project".into(), path(&self.run), "--name".into(), "train".into()]);
         }
         a.extend(["--threads".into(), s.threads.to_string(), "--json".into()]);

@@ -57,7 +57,7 @@ pub struct RunPreset {
     /// Training time budget, hours (`--time`).
     pub time_hours: Option<f64>,
     /// Whether `headroom train` plans the run for the board's budget (`--plan`: `auto` trains with
-    /// the fastest configuration that fits; `off` as given). The field loop always plans.
+    /// the fastest configuration that fits; `off` as given). The field loop passes it to its train step (`auto` when unset).
     pub plan: Option<PlanMode>,
     /// The field loop's labelled set keeps at most this many images, the newest (`headroom field
     /// run --max-images`; human-labelled images always stay) [default: 5000].

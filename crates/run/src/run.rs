@@ -360,6 +360,10 @@ fn execute(
     // after a kill before training started: nothing was trained), the fastest kept in config.toml.
     let trained = !fresh && dir.join("ckpt/last.pt").exists();
     let mut setup_peak = None;
+    let spare = device.is_cuda() || spare_core(options.threads);
+    let prefetch = prefetch_on(options.prefetch, spare, spec.cache_features, options.profile.is_some());
+    // The batches are timed as they will train: prepared on the second thread when it runs.
+    trainer.set_prefetch(prefetch);
     if spec.plan.as_ref().is_some_and(crate::spec::PlanChoice::timing_pending) && !trained {
         let images = inputs.epoch_images(spec.replay_fraction, spec.settings.seed, 0);
         setup_peak = batch_speed::choose(&mut trainer, &mut spec, &images, pool)?;
@@ -373,8 +377,7 @@ fn execute(
         &inputs.train,
         teacher_cost,
     );
-    let spare = device.is_cuda() || spare_core(options.threads);
-    setup.prefetch = prefetch_on(options.prefetch, spare, spec.cache_features, options.profile.is_some());
+    setup.prefetch = prefetch;
     if setup.prefetch && options.profile.is_some() {
         tracing::warn!(
             "--prefetch on with --profile: the trace holds the main thread's ops, not the data's or the teacher's"

@@ -269,7 +269,8 @@ impl<'a> Trainer<'a> {
     /// and backward with the run's augmentation, trunk and teacher on the first images of the
     /// first epoch's order, gradients discarded, no optimiser step (a run makes the same steps
     /// at any batch: `nbs / batch` passes each) — what `--plan auto` compares batches by
-    /// (docs/PLAN.md "A larger batch when it is faster"). The run's state is not touched. An
+    /// (docs/PLAN.md "A larger batch when it is faster"). With `--prefetch` the batches are made
+    /// on the second thread, as the run's passes get them. The run's state is not touched. An
     /// allocation failure is [`Error::OutOfMemory`].
     pub fn time_passes(&mut self, records: &[ImageRecord], batch: usize, passes: usize) -> Result<f64> {
         if batch == 0 || passes == 0 || records.len() < batch {
@@ -280,28 +281,59 @@ impl<'a> Trainer<'a> {
         }
         // A pass takes its images from `batch_records`: the configured batch is not read.
         let order = shuffled(records.len(), self.config.seed, 0);
-        let chunks: Vec<&[usize]> = order.chunks_exact(batch).collect();
-        let device = self.student.executor().device();
-        let timed = (|| {
-            let mut seconds = 0.0;
-            for i in 0..=passes {
-                let batch_records: Vec<&ImageRecord> =
-                    chunks[i % chunks.len()].iter().map(|&j| &records[j]).collect();
-                let started = std::time::Instant::now();
-                self.pass(&batch_records, records, 0, i, None).map_err(oom)?;
-                if let tch::Device::Cuda(index) = device {
-                    tch::Cuda::synchronize(index as i64);
-                }
-                self.student.zero_grad();
-                if i > 0 {
-                    seconds += started.elapsed().as_secs_f64();
-                }
-            }
-            Ok(seconds / (passes * batch) as f64)
-        })();
+        let chunks: Vec<Vec<&ImageRecord>> =
+            order.chunks_exact(batch).map(|chunk| chunk.iter().map(|&j| &records[j]).collect()).collect();
+        let images = |i: usize| chunks[i % chunks.len()].clone();
+        // With `--prefetch`, timed as the run trains: the batches made on the second thread.
+        let timed = if self.prefetching() {
+            let mut lent = self.lend();
+            let timed = std::thread::scope(|scope| {
+                let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Prepared>>(0);
+                let lent = &mut lent;
+                let images = &images;
+                scope.spawn(move || {
+                    let batches = (0..=passes).map(|i| (i, images(i)));
+                    lent.prepare_each(records, 0, batches, |made| sender.send(made).is_ok());
+                });
+                self.timed_passes(records, passes, images, Some(&receiver))
+            });
+            self.give_back(lent);
+            timed
+        } else {
+            self.timed_passes(records, passes, images, None)
+        };
         self.student.zero_grad();
         *self.phases.borrow_mut() = [0.0; 5];
         timed
+    }
+
+    /// [`Trainer::time_passes`]' loop: `passes + 1` passes over `images(i)` (the first untimed),
+    /// each batch from `prepared` when a second thread makes them; seconds per image.
+    fn timed_passes<'r>(
+        &self,
+        records: &'r [ImageRecord],
+        passes: usize,
+        images: impl Fn(usize) -> Vec<&'r ImageRecord>,
+        prepared: Option<&std::sync::mpsc::Receiver<Result<Prepared>>>,
+    ) -> Result<f64> {
+        let device = self.student.executor().device();
+        let mut seconds = 0.0;
+        let mut batch = 0;
+        for i in 0..=passes {
+            let batch_records = images(i);
+            batch = batch_records.len();
+            let started = std::time::Instant::now();
+            let ready = prepared.map(received).transpose()?;
+            self.pass(&batch_records, records, 0, i, ready).map_err(oom)?;
+            if let tch::Device::Cuda(index) = device {
+                tch::Cuda::synchronize(index as i64);
+            }
+            self.student.zero_grad();
+            if i > 0 {
+                seconds += started.elapsed().as_secs_f64();
+            }
+        }
+        Ok(seconds / (passes * batch) as f64)
     }
 
     /// Trains with `batch` from now on (accumulation keeps the nominal batch): before the first
@@ -401,46 +433,35 @@ impl<'a> Trainer<'a> {
         self.ahead_used += usize::from(ahead.is_some());
         // The thread that prepares the batches owns the teacher and reads the soft scores for the
         // epoch; both come back whatever the epoch's end.
-        let mut teacher = self.teacher.take();
-        let soft = std::mem::take(&mut self.soft);
-        let config = self.config.clone();
-        let device = self.student.executor().device();
-        let threads = tch::get_num_threads();
+        let mut lent = self.lend();
         let from = first + usize::from(ahead.is_some());
         let ended = std::thread::scope(|scope| {
             // A rendezvous: one batch waits, prepared, while the pass before it runs.
             let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Prepared>>(0);
-            let (config, soft, teacher) = (&config, &soft, &mut teacher);
-            scope.spawn(move || {
-                // libtorch's thread count and grad mode are per thread.
-                tch::set_num_threads(threads);
-                let _guard = tch::no_grad_guard();
-                let mut teacher = teacher.as_mut().map(RefCell::get_mut);
-                let order = shuffled(records.len(), config.seed, epoch);
-                for (pass, chunk) in order.chunks(config.batch).enumerate().skip(from) {
-                    let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
-                    let made = prepare(
-                        &batch_records,
-                        records,
-                        config,
-                        soft,
-                        device,
-                        teacher.as_deref_mut(),
-                        epoch,
-                        pass,
-                    );
-                    let failed = made.is_err();
-                    // The pass loop has ended (an error, a stop, a step-down) when nobody receives.
-                    if sender.send(made).is_err() || failed {
-                        break;
-                    }
-                }
-            });
+            let lent = &mut lent;
+            // The pass loop has ended (an error, a stop, a step-down) when nobody receives.
+            scope.spawn(move || lent.prepare_passes(records, epoch, from, |made| sender.send(made).is_ok()));
             self.epoch_passes(records, progress, ahead, Some(&receiver))
         });
-        self.teacher = teacher;
-        self.soft = soft;
+        self.give_back(lent);
         ended
+    }
+
+    /// The teacher and the soft scores taken out for the thread that prepares batches, with what
+    /// it needs of the trainer ([`Trainer::give_back`] returns them).
+    fn lend(&mut self) -> Lent<'a> {
+        Lent {
+            teacher: self.teacher.take(),
+            soft: std::mem::take(&mut self.soft),
+            config: self.config.clone(),
+            device: self.student.executor().device(),
+            threads: tch::get_num_threads(),
+        }
+    }
+
+    fn give_back(&mut self, lent: Lent<'a>) {
+        self.teacher = lent.teacher;
+        self.soft = lent.soft;
     }
 
     /// How many epochs started on a batch made while the epoch before them ended
@@ -472,31 +493,26 @@ impl<'a> Trainer<'a> {
         let (Some(records), Some(images), true) = (next, images, self.prefetching()) else {
             return during(self);
         };
-        let mut teacher = self.teacher.take();
-        let soft = std::mem::take(&mut self.soft);
-        let config = self.config.clone();
-        let device = self.student.executor().device();
-        let threads = tch::get_num_threads();
+        let mut lent = self.lend();
         let (out, made) = std::thread::scope(|scope| {
-            let (config, soft, teacher) = (&config, &soft, &mut teacher);
+            let lent = &mut lent;
             let worker = scope.spawn(move || {
-                tch::set_num_threads(threads);
-                let _guard = tch::no_grad_guard();
-                let teacher = teacher.as_mut().map(RefCell::get_mut);
-                let order = shuffled(records.len(), config.seed, epoch);
-                let chunk = order.chunks(config.batch).nth(pass).unwrap_or_default();
-                let batch_records: Vec<&ImageRecord> = chunk.iter().map(|&i| &records[i]).collect();
-                prepare(&batch_records, records, config, soft, device, teacher, epoch, pass)
+                let mut made = None;
+                lent.prepare_passes(records, epoch, pass, |batch| {
+                    made = Some(batch);
+                    false
+                });
+                made
             });
             let out = during(self);
             (out, worker.join())
         });
-        self.teacher = teacher;
-        self.soft = soft;
+        self.give_back(lent);
         match made {
-            Ok(Ok(prepared)) => self.ahead = Some(Ahead { epoch, pass, images, prepared }),
-            // The pass makes it again and reports what went wrong there.
-            Ok(Err(e)) => tracing::debug!("preparing epoch {} pass {pass} ahead: {e}", epoch + 1),
+            Ok(Some(Ok(prepared))) => self.ahead = Some(Ahead { epoch, pass, images, prepared }),
+            // The pass makes it again and reports what went wrong there (`images` holds the pass).
+            Ok(Some(Err(e))) => tracing::debug!("preparing epoch {} pass {pass} ahead: {e}", epoch + 1),
+            Ok(None) => {}
             Err(panic) => std::panic::resume_unwind(panic),
         }
         out
@@ -533,15 +549,7 @@ impl<'a> Trainer<'a> {
             }
             let ready = match (ahead.take(), prepared) {
                 (Some(made), _) => Some(made),
-                (None, Some(receiver)) => Some(
-                    receiver
-                        .recv()
-                        .map_err(|_| Error::Config {
-                            key: "prefetch".into(),
-                            reason: "the thread preparing the batches ended early".into(),
-                        })?
-                        .map_err(oom)?,
-                ),
+                (None, Some(receiver)) => Some(received(receiver)?),
                 (None, None) => None,
             };
             let (value, components, instances) =
@@ -766,6 +774,77 @@ impl<'a> Trainer<'a> {
         let _span = span(c"headroom::ema");
         self.ema.update(&parameters, self.progress.ema_updates)
     }
+}
+
+/// What the thread that prepares batches holds while the student trains ([`Trainer::lend`]).
+struct Lent<'a> {
+    teacher: Option<RefCell<Box<Teacher<'a>>>>,
+    soft: SoftTargets,
+    config: TrainConfig,
+    device: tch::Device,
+    threads: i32,
+}
+
+impl Lent<'_> {
+    /// On the preparing thread: the batches of epoch `epoch` over `records` from pass `from` on,
+    /// in order, each handed to `take` until it returns false or one fails.
+    fn prepare_passes(
+        &mut self,
+        records: &[ImageRecord],
+        epoch: usize,
+        from: usize,
+        take: impl FnMut(Result<Prepared>) -> bool,
+    ) {
+        let order = shuffled(records.len(), self.config.seed, epoch);
+        let batches = order
+            .chunks(self.config.batch)
+            .enumerate()
+            .skip(from)
+            .map(|(pass, chunk)| (pass, chunk.iter().map(|&i| &records[i]).collect::<Vec<_>>()));
+        self.prepare_each(records, epoch, batches, take);
+    }
+
+    /// On the preparing thread: each of `batches` (a pass and its images; mosaic draws from
+    /// `all`), in order, handed to `take` until it returns false or one fails. libtorch's thread
+    /// count and grad mode are per thread: set here as the trainer's thread has them (no grad).
+    fn prepare_each<'r>(
+        &mut self,
+        all: &'r [ImageRecord],
+        epoch: usize,
+        batches: impl Iterator<Item = (usize, Vec<&'r ImageRecord>)>,
+        mut take: impl FnMut(Result<Prepared>) -> bool,
+    ) {
+        tch::set_num_threads(self.threads);
+        let _guard = tch::no_grad_guard();
+        let mut teacher = self.teacher.as_mut().map(RefCell::get_mut);
+        for (pass, batch_records) in batches {
+            let made = prepare(
+                &batch_records,
+                all,
+                &self.config,
+                &self.soft,
+                self.device,
+                teacher.as_deref_mut(),
+                epoch,
+                pass,
+            );
+            let failed = made.is_err();
+            if !take(made) || failed {
+                break;
+            }
+        }
+    }
+}
+
+/// The next batch from the thread that prepares them (its error as the pass's).
+fn received(receiver: &std::sync::mpsc::Receiver<Result<Prepared>>) -> Result<Prepared> {
+    receiver
+        .recv()
+        .map_err(|_| Error::Config {
+            key: "prefetch".into(),
+            reason: "the thread preparing the batches ended early".into(),
+        })?
+        .map_err(oom)
 }
 
 /// The images of pass `pass` of epoch `epoch` over `records` (`None` past the epoch's last pass).

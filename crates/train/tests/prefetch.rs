@@ -18,12 +18,13 @@ fn root() -> PathBuf {
 }
 
 /// Two epochs of every layer on `records`; between them, with `next`, the second epoch's first
-/// batch is prepared ahead on those images. The epochs' losses and how many epochs used a batch
-/// prepared ahead.
+/// batch is prepared ahead on those images; with `timed`, batch 3 is timed first as `--plan auto`
+/// times it. The epochs' losses and how many epochs used a batch prepared ahead.
 fn two_epochs(
     records: &[ImageRecord],
     prefetch: bool,
     next: Option<&[ImageRecord]>,
+    timed: bool,
 ) -> (Vec<[f64; 4]>, usize) {
     let model = Model::load(root().join("models/demo/yolov8n-shapes-160.onnx")).expect("demo");
     let student = Student::new(&model, Trainable::Freeze(0), Device::Cpu).expect("student");
@@ -33,6 +34,10 @@ fn two_epochs(
         TrainConfig { epochs: 2, batch: 2, nbs: 2, lr0: 1e-3, imgsz: [160, 160], ..TrainConfig::default() };
     let mut trainer = Trainer::new(&student, config, loss).expect("trainer");
     trainer.set_prefetch(prefetch);
+    if timed {
+        let seconds = trainer.time_passes(records, 3, 2).expect("timed");
+        assert!(seconds.is_finite() && seconds > 0.0, "{seconds} s an image");
+    }
     let mut losses = Vec::new();
     for epoch in 0..2 {
         let stats = trainer.train_epoch(records, &|_| {}).expect("epoch");
@@ -53,14 +58,28 @@ fn a_batch_prepared_while_the_epoch_before_ends_is_the_batch_of_one_thread() {
     let records = load_split(&data, Split::Train, LoadOptions::default()).expect("split").images;
     assert_eq!(records.len(), 6);
 
-    let (one_thread, none) = two_epochs(&records, false, Some(&records));
+    let (one_thread, none) = two_epochs(&records, false, Some(&records), false);
     assert_eq!(none, 0, "nothing is prepared ahead without --prefetch");
-    let (ahead, used) = two_epochs(&records, true, Some(&records));
+    let (ahead, used) = two_epochs(&records, true, Some(&records), false);
     assert_eq!(used, 1, "the second epoch started on the batch prepared ahead");
     assert_eq!(ahead, one_thread, "the same batches, the same arithmetic");
     assert_ne!(ahead[0], ahead[1], "two epochs that differ");
     // Prepared on other images than the epoch gets (a careless caller): dropped, not trained on.
-    let (other, used) = two_epochs(&records, true, Some(&records[1..]));
+    let (other, used) = two_epochs(&records, true, Some(&records[1..]), false);
     assert_eq!(used, 0, "a batch of other images is not used");
     assert_eq!(other, one_thread);
+}
+
+#[test]
+fn timing_batches_on_the_second_thread_leaves_the_run_as_it_was() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = SynthConfig { preset: Preset::Field, seed: 6, train: 6, val: 1, ..SynthConfig::default() };
+    write_dataset(&config, dir.path(), |_| {}).expect("synth");
+    let data = DataConfig::load(&dir.path().join("data.yaml")).expect("data.yaml");
+    let records = load_split(&data, Split::Train, LoadOptions::default()).expect("split").images;
+
+    let (untimed, _) = two_epochs(&records, false, None, false);
+    // `--plan auto`'s timing, its batches made on the second thread: nothing of it is trained.
+    let (timed, _) = two_epochs(&records, true, None, true);
+    assert_eq!(timed, untimed, "the timing's passes left no gradient, step or draw behind");
 }
