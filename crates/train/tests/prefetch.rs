@@ -49,14 +49,20 @@ fn two_epochs(
     (losses, trainer.batches_prepared_ahead())
 }
 
-#[test]
-fn a_batch_prepared_while_the_epoch_before_ends_is_the_batch_of_one_thread() {
+/// Six synthesised `field` images of `seed` (their folder lives as long as the first value).
+fn six_images(seed: u64) -> (tempfile::TempDir, Vec<ImageRecord>) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = SynthConfig { preset: Preset::Field, seed: 5, train: 6, val: 1, ..SynthConfig::default() };
+    let config = SynthConfig { preset: Preset::Field, seed, train: 6, val: 1, ..SynthConfig::default() };
     write_dataset(&config, dir.path(), |_| {}).expect("synth");
     let data = DataConfig::load(&dir.path().join("data.yaml")).expect("data.yaml");
     let records = load_split(&data, Split::Train, LoadOptions::default()).expect("split").images;
     assert_eq!(records.len(), 6);
+    (dir, records)
+}
+
+#[test]
+fn a_batch_prepared_while_the_epoch_before_ends_is_the_batch_of_one_thread() {
+    let (_dir, records) = six_images(5);
 
     let (one_thread, none) = two_epochs(&records, false, Some(&records), false);
     assert_eq!(none, 0, "nothing is prepared ahead without --prefetch");
@@ -72,11 +78,7 @@ fn a_batch_prepared_while_the_epoch_before_ends_is_the_batch_of_one_thread() {
 
 #[test]
 fn timing_batches_on_the_second_thread_leaves_the_run_as_it_was() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = SynthConfig { preset: Preset::Field, seed: 6, train: 6, val: 1, ..SynthConfig::default() };
-    write_dataset(&config, dir.path(), |_| {}).expect("synth");
-    let data = DataConfig::load(&dir.path().join("data.yaml")).expect("data.yaml");
-    let records = load_split(&data, Split::Train, LoadOptions::default()).expect("split").images;
+    let (_dir, records) = six_images(6);
 
     let (untimed, _) = two_epochs(&records, false, None, false);
     // `--plan auto`'s timing, its batches made on the second thread: nothing of it is trained.
