@@ -286,42 +286,32 @@ impl<'a> Trainer<'a> {
         let images = |i: usize| chunks[i % chunks.len()].clone();
         // With `--prefetch`, timed as the run trains: the batches made on the second thread.
         let timed = if self.prefetching() {
-            let mut lent = self.lend();
-            let timed = std::thread::scope(|scope| {
-                let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Prepared>>(0);
-                let lent = &mut lent;
-                let images = &images;
-                scope.spawn(move || {
-                    let batches = (0..=passes).map(|i| (i, images(i)));
-                    lent.prepare_each(records, 0, batches, |made| sender.send(made).is_ok());
-                });
-                self.timed_passes(records, passes, images, Some(&receiver))
-            });
-            self.give_back(lent);
-            timed
+            let batches = (0..=passes).map(|i| (i, images(i)));
+            self.with_batches_made(records, 0, batches, |t, made| {
+                t.timed_passes(records, batch, passes, &images, Some(made))
+            })
         } else {
-            self.timed_passes(records, passes, images, None)
+            self.timed_passes(records, batch, passes, &images, None)
         };
         self.student.zero_grad();
         *self.phases.borrow_mut() = [0.0; 5];
         timed
     }
 
-    /// [`Trainer::time_passes`]' loop: `passes + 1` passes over `images(i)` (the first untimed),
-    /// each batch from `prepared` when a second thread makes them; seconds per image.
+    /// [`Trainer::time_passes`]' loop: `passes + 1` passes of `batch` images, `images(i)` (the
+    /// first untimed), each batch from `prepared` when a second thread makes them; seconds per image.
     fn timed_passes<'r>(
         &self,
         records: &'r [ImageRecord],
+        batch: usize,
         passes: usize,
-        images: impl Fn(usize) -> Vec<&'r ImageRecord>,
+        images: &impl Fn(usize) -> Vec<&'r ImageRecord>,
         prepared: Option<&std::sync::mpsc::Receiver<Result<Prepared>>>,
     ) -> Result<f64> {
         let device = self.student.executor().device();
         let mut seconds = 0.0;
-        let mut batch = 0;
         for i in 0..=passes {
             let batch_records = images(i);
-            batch = batch_records.len();
             let started = std::time::Instant::now();
             let ready = prepared.map(received).transpose()?;
             self.pass(&batch_records, records, 0, i, ready).map_err(oom)?;
@@ -431,20 +421,34 @@ impl<'a> Trainer<'a> {
             fits.then_some(a.prepared)
         });
         self.ahead_used += usize::from(ahead.is_some());
-        // The thread that prepares the batches owns the teacher and reads the soft scores for the
-        // epoch; both come back whatever the epoch's end.
+        let order = shuffled(records.len(), self.config.seed, epoch);
+        let batches = epoch_batches(records, &order, self.config.batch, first + usize::from(ahead.is_some()));
+        self.with_batches_made(records, epoch, batches, |t, made| {
+            t.epoch_passes(records, progress, ahead, Some(made))
+        })
+    }
+
+    /// Runs `main` while a second thread prepares `batches` (a pass and its images; mosaic draws
+    /// from `all`) in order for it: a rendezvous, one batch waits, prepared, while `main` works on
+    /// the one before. That thread owns the teacher and reads the soft scores meanwhile; both come
+    /// back whatever `main`'s end. It stops at a failed batch, or when `main` has returned (an
+    /// error, a stop, a step-down) and nobody receives.
+    fn with_batches_made<'r, R>(
+        &mut self,
+        all: &'r [ImageRecord],
+        epoch: usize,
+        batches: impl Iterator<Item = (usize, Vec<&'r ImageRecord>)> + Send,
+        main: impl FnOnce(&mut Self, &std::sync::mpsc::Receiver<Result<Prepared>>) -> R,
+    ) -> R {
         let mut lent = self.lend();
-        let from = first + usize::from(ahead.is_some());
-        let ended = std::thread::scope(|scope| {
-            // A rendezvous: one batch waits, prepared, while the pass before it runs.
+        let out = std::thread::scope(|scope| {
             let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Prepared>>(0);
             let lent = &mut lent;
-            // The pass loop has ended (an error, a stop, a step-down) when nobody receives.
-            scope.spawn(move || lent.prepare_passes(records, epoch, from, |made| sender.send(made).is_ok()));
-            self.epoch_passes(records, progress, ahead, Some(&receiver))
+            scope.spawn(move || lent.prepare_each(all, epoch, batches, |made| sender.send(made).is_ok()));
+            main(self, &receiver)
         });
         self.give_back(lent);
-        ended
+        out
     }
 
     /// The teacher and the soft scores taken out for the thread that prepares batches, with what
@@ -493,27 +497,15 @@ impl<'a> Trainer<'a> {
         let (Some(records), Some(images), true) = (next, images, self.prefetching()) else {
             return during(self);
         };
-        let mut lent = self.lend();
-        let (out, made) = std::thread::scope(|scope| {
-            let lent = &mut lent;
-            let worker = scope.spawn(move || {
-                let mut made = None;
-                lent.prepare_passes(records, epoch, pass, |batch| {
-                    made = Some(batch);
-                    false
-                });
-                made
-            });
-            let out = during(self);
-            (out, worker.join())
-        });
-        self.give_back(lent);
+        let order = shuffled(records.len(), self.config.seed, epoch);
+        let batches = epoch_batches(records, &order, self.config.batch, pass).take(1);
+        let (out, made) = self.with_batches_made(records, epoch, batches, |t, made| (during(t), made.recv()));
         match made {
-            Ok(Some(Ok(prepared))) => self.ahead = Some(Ahead { epoch, pass, images, prepared }),
-            // The pass makes it again and reports what went wrong there (`images` holds the pass).
-            Ok(Some(Err(e))) => tracing::debug!("preparing epoch {} pass {pass} ahead: {e}", epoch + 1),
-            Ok(None) => {}
-            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(Ok(prepared)) => self.ahead = Some(Ahead { epoch, pass, images, prepared }),
+            // The pass makes it again and reports what went wrong there.
+            Ok(Err(e)) => tracing::debug!("preparing epoch {} pass {pass} ahead: {e}", epoch + 1),
+            // The thread ended without the batch: only by a panic, which the scope has raised.
+            Err(_) => {}
         }
         out
     }
@@ -786,24 +778,6 @@ struct Lent<'a> {
 }
 
 impl Lent<'_> {
-    /// On the preparing thread: the batches of epoch `epoch` over `records` from pass `from` on,
-    /// in order, each handed to `take` until it returns false or one fails.
-    fn prepare_passes(
-        &mut self,
-        records: &[ImageRecord],
-        epoch: usize,
-        from: usize,
-        take: impl FnMut(Result<Prepared>) -> bool,
-    ) {
-        let order = shuffled(records.len(), self.config.seed, epoch);
-        let batches = order
-            .chunks(self.config.batch)
-            .enumerate()
-            .skip(from)
-            .map(|(pass, chunk)| (pass, chunk.iter().map(|&i| &records[i]).collect::<Vec<_>>()));
-        self.prepare_each(records, epoch, batches, take);
-    }
-
     /// On the preparing thread: each of `batches` (a pass and its images; mosaic draws from
     /// `all`), in order, handed to `take` until it returns false or one fails. libtorch's thread
     /// count and grad mode are per thread: set here as the trainer's thread has them (no grad).
@@ -845,6 +819,21 @@ fn received(receiver: &std::sync::mpsc::Receiver<Result<Prepared>>) -> Result<Pr
             reason: "the thread preparing the batches ended early".into(),
         })?
         .map_err(oom)
+}
+
+/// The passes of an epoch in `order` (its shuffled indices into `records`) from pass `from` on,
+/// each with its images.
+fn epoch_batches<'r>(
+    records: &'r [ImageRecord],
+    order: &'r [usize],
+    batch: usize,
+    from: usize,
+) -> impl Iterator<Item = (usize, Vec<&'r ImageRecord>)> + Send + 'r {
+    order
+        .chunks(batch)
+        .enumerate()
+        .skip(from)
+        .map(|(pass, chunk)| (pass, chunk.iter().map(|&i| &records[i]).collect()))
 }
 
 /// The images of pass `pass` of epoch `epoch` over `records` (`None` past the epoch's last pass).
