@@ -44,6 +44,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
 stage "cargo test --workspace (libtorch and ONNX Runtime linked)"
 cargo test --workspace --locked || fail "cargo test"
 
+stage "doctor reads the GPU code of the pinned wheel's libtorch_cuda.so without loading it (scripts/tests/gpu_code.sh)"
+cargo build -p headroom-cli --locked || fail "cargo build -p headroom-cli"
+bash scripts/tests/gpu_code.sh "${CARGO_TARGET_DIR:-$root/target}/debug/headroom" \
+  || fail "doctor's gpu code row on the wheel's libtorch_cuda.so (see the FAIL lines above)"
+
 # The oldest libraries of the supported range (libtorch 2.5.1, ONNX Runtime 1.20.1: what JetPack 6
 # ships): the same tests, in a target dir of their own (another LIBTORCH rebuilds every dependant).
 stage "cargo test --workspace against the oldest libraries (scripts/setup.sh --libs oldest)"

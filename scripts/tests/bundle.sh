@@ -161,9 +161,15 @@ assert "CUDA allocator readings: ready" in cuda["detail"], cuda
 PY
   }
   check "doctor loaded lib/libtorch_cuda.so (its whole chain) and reports no CUDA device under qemu" doctor_loads_cuda
+  # The GPU code the bundle's libtorch carries, read from lib/libtorch_cuda.so (issue 48): printed
+  # for the record, and it must name Orin's verdict either way.
+  check "doctor --json: the gpu code row lists lib/libtorch_cuda.so's SASS and gives Orin's (sm_87) verdict" \
+    python3 -c "import json; c=json.load(open('$tmp/doctor.json'))['gpu_code']; print(c['detail']); assert c['ok'] and 'SASS sm_' in c['detail'] and 'Orin (sm_87): ' in c['detail'], c"
 else
   check "doctor --json: a CPU libtorch has no CUDA part to load" \
     python3 -c "import json,sys; c=json.load(open('$tmp/doctor.json'))['cuda']; print(c); assert c['ok'] and c['library'] is None"
+  check "doctor --json: a CPU libtorch carries no GPU code to read" \
+    python3 -c "import json,sys; c=json.load(open('$tmp/doctor.json'))['gpu_code']; print(c); assert c['ok'] and 'no libtorch_cuda.so' in c['detail']"
 fi
 
 if [ "$cross" = 0 ] && command -v cc >/dev/null; then

@@ -8,11 +8,14 @@
 //! - [`dataset`]: the Ultralytics dataset layout (`data.yaml`, images/ ↔ labels/) and COCO JSON.
 //! - [`metrics`]: precision, recall, AP per class, mAP50 and mAP50-95 as Ultralytics computes them.
 //! - [`hash`]: SHA-256 of bytes and of files, as hex.
+//! - [`cuda_code`]: the GPU architectures a CUDA library carries code for (its `.nv_fatbin`), and
+//!   whether that code runs on a given device (Orin's sm_87 among them).
 //! - [`synth`]: the deterministic synthetic shapes generator behind `headroom synth`.
 //!
 //! Nothing here links a native library: this crate builds and tests on any target.
 
 pub mod boxes;
+pub mod cuda_code;
 pub mod dataset;
 mod error;
 pub mod fsio;

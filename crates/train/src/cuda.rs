@@ -116,6 +116,23 @@ pub fn cuda_device_count() -> i64 {
     }
 }
 
+/// The compute capability of CUDA device `device` (`8.7` on an Orin), asked of the CUDA runtime
+/// libtorch loaded (`cudaDeviceGetAttribute`); `None` without a device or a runtime to ask.
+pub fn cuda_capability(device: usize) -> Option<headroom_core::cuda_code::ComputeCapability> {
+    #[cfg(feature = "libtorch")]
+    {
+        if !cuda_available() {
+            return None;
+        }
+        native::capability(device)
+    }
+    #[cfg(not(feature = "libtorch"))]
+    {
+        let _ = device;
+        None
+    }
+}
+
 /// The CUDA caching allocator's bytes on one device, all pools (`torch.cuda.memory_stats()`'s
 /// `allocated_bytes.all` and `reserved_bytes.all`; peaks since [`reset_cuda_peak`]). Reserved is
 /// what the process holds on the device (what `nvidia-smi` shows it using, less the CUDA context).
@@ -242,6 +259,30 @@ mod native {
         // SAFETY: `out` holds the four values the function writes.
         let code = unsafe { headroom_cuda_memory(device, out.as_mut_ptr()) };
         if code == 0 { Ok(out) } else { Err(super::CudaMemoryUnavailable::from_code(code)) }
+    }
+
+    pub(super) fn capability(device: usize) -> Option<headroom_core::cuda_code::ComputeCapability> {
+        type GetAttribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
+        // cudaDevAttrComputeCapabilityMajor and Minor (driver_types.h).
+        const MAJOR: c_int = 75;
+        const MINOR: c_int = 76;
+        let device = c_int::try_from(device).ok()?;
+        // SAFETY: dlsym with a NUL-terminated name; the symbol, when found, is the CUDA runtime's
+        // `cudaError_t cudaDeviceGetAttribute(int*, cudaDeviceAttr, int)`.
+        let get: GetAttribute = unsafe {
+            let symbol = libc::dlsym(libc::RTLD_DEFAULT, c"cudaDeviceGetAttribute".as_ptr());
+            if symbol.is_null() {
+                return None;
+            }
+            std::mem::transmute::<*mut libc::c_void, GetAttribute>(symbol)
+        };
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: each call writes one int through a valid pointer.
+        let ok = unsafe { get(&mut major, MAJOR, device) == 0 && get(&mut minor, MINOR, device) == 0 };
+        (ok && major > 0).then(|| headroom_core::cuda_code::ComputeCapability {
+            major: major.unsigned_abs(),
+            minor: minor.unsigned_abs(),
+        })
     }
 
     pub(super) fn reset_cuda_peak(device: usize) -> bool {

@@ -115,6 +115,74 @@ pub fn cuda() -> Check {
     }
 }
 
+/// The GPU code a `libtorch_cuda.so` carries (read from the file, loaded or not: [`library`]'s
+/// path) and whether it runs on Orin (sm_87) and on the GPU visible here. Fails where it cannot run
+/// on the visible GPU, or on this Jetson; passes with the verdicts elsewhere (a CPU machine that
+/// reads a Jetson bundle's library is told what the Orin will find).
+pub fn gpu_code(library: &crate::CudaLibrary) -> Check {
+    use headroom_core::cuda_code::{ComputeCapability, read_cuda_code, tegra_board, verdict};
+    let path = match library {
+        crate::CudaLibrary::Loaded { path } | crate::CudaLibrary::Failed { path, .. } if path.is_file() => {
+            path
+        }
+        _ => {
+            return Check {
+                ok: true,
+                detail: "no libtorch_cuda.so to read (a CPU libtorch)".into(),
+                library: None,
+                version: None,
+            };
+        }
+    };
+    let code = match read_cuda_code(path) {
+        Ok(code) => code,
+        Err(e) => return Check::failed(e.to_string()),
+    };
+    let board = tegra_board(Path::new("/"));
+    let orin = verdict(&code, ComputeCapability::ORIN, true);
+    let mut lines = vec![format!("{}: {}", path.display(), code.summary()), orin.describe("Orin (sm_87)")];
+    let mut ok = board.is_none() || orin.runs();
+    if let Some(capability) = crate::cuda_capability(0) {
+        let here = verdict(&code, capability, board.is_some());
+        lines.push(here.describe(&format!("this GPU ({capability})")));
+        ok &= here.runs();
+    }
+    if let Some(board) = &board {
+        lines.push(format!("this machine is a Jetson ({board})"));
+    }
+    if !orin.runs() {
+        lines.push(
+            "for an Orin take a torch built for sm_87: JetPack 7.2 scripts/jetson-bundle.sh --jetpack 7, JetPack 6 \
+             scripts/jetson-bundle.sh (docs/GUIDE.md)"
+                .into(),
+        );
+    }
+    Check { ok, detail: lines.join("; "), library: Some(path.clone()), version: None }
+}
+
+/// Real work on CUDA device 0 where one is visible (`gpu_probe::run`: convolution, matrix
+/// product, mixed precision, allocator, and `model` in the executor); passes, saying so, where none
+/// is.
+pub fn gpu(model: Option<&Path>) -> Check {
+    if !crate::cuda_available() {
+        let detail = "no CUDA device visible: nothing launched (kernels are proven only on a GPU)".into();
+        return Check { ok: true, detail, library: None, version: None };
+    }
+    #[cfg(feature = "libtorch")]
+    {
+        let steps = crate::gpu_probe::run(0, model);
+        let ok = steps.iter().all(|s| s.ok);
+        let detail =
+            steps.iter().map(|s| format!("{} {}: {}", if s.ok { "ok" } else { "FAIL" }, s.name, s.detail));
+        Check { ok, detail: detail.collect::<Vec<_>>().join("; "), library: None, version: None }
+    }
+    #[cfg(not(feature = "libtorch"))]
+    {
+        let _ = model;
+        Check::failed("built without libtorch".into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +201,17 @@ mod tests {
         std::fs::write(archive.join("build-version"), "2.10.0+cpu\n").expect("write");
         assert_eq!(libtorch_file_version(&archive.join("lib/libtorch.so")).as_deref(), Some("2.10.0"));
         assert_eq!(libtorch_file_version(&dir.path().join("nowhere/lib/libtorch.so")), None);
+    }
+
+    #[test]
+    fn without_libtorch_cuda_there_is_no_gpu_code_to_read() {
+        let check = gpu_code(&crate::CudaLibrary::Absent);
+        assert!(check.ok && check.detail.contains("CPU libtorch"), "{check:?}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = dir.path().join("libtorch_cuda.so");
+        std::fs::write(&fake, b"\x7fELF but cut short").expect("write");
+        let check = gpu_code(&crate::CudaLibrary::Failed { path: fake, error: "bad".into() });
+        assert!(!check.ok && check.detail.contains("libtorch_cuda.so"), "{check:?}");
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub enum Error {
         /// ONNX Runtime's error, naming the model.
         reason: String,
     },
+    /// A check of `headroom doctor` computed something wrong.
+    #[error("{reason}")]
+    Check {
+        /// What was wrong.
+        reason: String,
+    },
     /// The loss was given head outputs or targets that do not fit each other.
     #[error("loss: {reason}")]
     Loss {

@@ -35,6 +35,8 @@ pub mod executor;
 #[cfg(feature = "libtorch")]
 pub mod foreach;
 #[cfg(feature = "libtorch")]
+pub mod gpu_probe;
+#[cfg(feature = "libtorch")]
 pub mod loss;
 #[cfg(feature = "libtorch")]
 mod lower;
@@ -53,8 +55,8 @@ pub mod student;
 pub mod trainer;
 
 pub use cuda::{
-    CudaLibrary, CudaMemory, CudaMemoryUnavailable, cuda_available, cuda_device_count, cuda_memory,
-    libtorch_cuda, reset_cuda_peak,
+    CudaLibrary, CudaMemory, CudaMemoryUnavailable, cuda_available, cuda_capability, cuda_device_count,
+    cuda_memory, libtorch_cuda, reset_cuda_peak,
 };
 pub use error::{Error, Result};
 #[cfg(feature = "libtorch")]
