@@ -8,6 +8,7 @@
 //! - [`request::RunRequest`]: what a caller asks for, setting by setting, resolved into a spec
 //!   (every derived value derived there) for a new run or against a saved one on resume.
 //! - [`folder`]: the run folder's files besides checkpoints.
+//! - `label_torch`: the teacher of `headroom label --runtime torch`, on libtorch.
 //! - `parity`: the executor against ONNX Runtime on one model (`headroom inspect --check`).
 //! - `val_plots`: `best.onnx` validated at the end, with Ultralytics' PR curve, confusion matrices
 //!   and val mosaics.
@@ -30,6 +31,8 @@ pub mod device;
 mod epochs;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod inputs;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod label_torch;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod parity;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]

@@ -37,6 +37,8 @@ pub mod foreach;
 #[cfg(feature = "libtorch")]
 pub mod gpu_probe;
 #[cfg(feature = "libtorch")]
+pub mod inference;
+#[cfg(feature = "libtorch")]
 pub mod loss;
 #[cfg(feature = "libtorch")]
 mod lower;

@@ -77,12 +77,29 @@ pub struct Args {
     /// Which images are too new to read yet.
     #[command(flatten)]
     pub settle: super::settle_arg::SettleArgs,
+    /// What runs the teacher: onnxruntime, torch (headroom's libtorch executor: inference only,
+    /// fp16 autocast on CUDA, batched), or auto: torch where --device is (or finds) a GPU that this
+    /// ONNX Runtime has no provider for and libtorch sees (a Jetson bundle's CPU-only ONNX
+    /// Runtime), else onnxruntime. On the CPU both give the same labels (docs/LABEL.md).
+    #[arg(long, value_enum, default_value_t = RuntimeArg::Auto)]
+    pub runtime: RuntimeArg,
     /// Print the manifest as JSON on stdout.
     #[arg(long)]
     pub json: bool,
     /// Execution providers.
     #[command(flatten)]
     pub provider: ProviderArgs,
+}
+
+/// `--runtime`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeArg {
+    /// torch where ONNX Runtime cannot reach the GPU that libtorch sees, else onnxruntime.
+    Auto,
+    /// ONNX Runtime, on the providers of --device/--ep.
+    Onnxruntime,
+    /// headroom's libtorch executor, on --device.
+    Torch,
 }
 
 /// `--val-fraction`: a number with 0 ≤ F < 1.
@@ -116,10 +133,18 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
 
 #[cfg(feature = "onnxruntime")]
 fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>) -> anyhow::Result<Outcome> {
-    use headroom_infer::label::pipeline::PipelineSettings;
-    use headroom_infer::label::{LabelRequest, label_folder};
-
-    let interrupt = super::interrupt::Interrupt::install()?;
+    let opening = || format!("opening the teacher {}", args.teacher.display());
+    if let Some(device) = torch_device(args)? {
+        let threads = match args.provider.threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        };
+        headroom_train::tch::set_num_threads(i32::try_from(threads).unwrap_or(1));
+        let teacher =
+            headroom_run::label_torch::TorchTeacher::open(&args.teacher, device).with_context(opening)?;
+        let workers = args.workers.unwrap_or_else(|| threads.div_ceil(4)).max(1);
+        return label_with(args, &mut [teacher], workers, decode, class_map);
+    }
     let mut options = args.provider.session_options()?;
     let (streams, workers) = headroom_infer::label::pipeline::parallelism(
         &mut options,
@@ -129,7 +154,73 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
     let mut teachers = (0..streams)
         .map(|_| headroom_infer::detector::Detector::open(&args.teacher, &options))
         .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("opening the teacher {}", args.teacher.display()))?;
+        .with_context(opening)?;
+    label_with(args, &mut teachers, workers, decode, class_map)
+}
+
+/// The libtorch device the teacher runs on, when `--runtime` (or `auto`'s rule) picks torch.
+#[cfg(feature = "onnxruntime")]
+fn torch_device(args: &Args) -> anyhow::Result<Option<headroom_train::tch::Device>> {
+    use headroom_plan::DeviceChoice;
+    let device = args.provider.device;
+    let torch = |choice: DeviceChoice| -> anyhow::Result<headroom_train::tch::Device> {
+        Ok(headroom_run::device::torch_device(&headroom_run::device::torch_text(choice))?)
+    };
+    match args.runtime {
+        RuntimeArg::Onnxruntime => Ok(None),
+        RuntimeArg::Torch => {
+            anyhow::ensure!(
+                args.streams.is_none_or(|n| n == 1),
+                "--streams: the torch runtime runs one stream"
+            );
+            anyhow::ensure!(
+                args.provider.ep.is_none(),
+                "--ep names ONNX Runtime's providers: not with --runtime torch"
+            );
+            Ok(Some(torch(device)?))
+        }
+        RuntimeArg::Auto => {
+            if args.provider.ep.is_some() || device == DeviceChoice::Cpu || !headroom_train::cuda_available()
+            {
+                return Ok(None);
+            }
+            let (built, _) = headroom_infer::provider::gpu_available();
+            let loaded = headroom_infer::runtime::environment().is_ok();
+            let providers = headroom_infer::runtime::available_providers();
+            let gpu_provider = providers.iter().any(|p| p.starts_with("CUDA") || p.starts_with("Tensorrt"));
+            if built && loaded && gpu_provider {
+                return Ok(None);
+            }
+            let device = torch(match device {
+                DeviceChoice::Auto => DeviceChoice::Cuda(None),
+                other => other,
+            })?;
+            tracing::info!(
+                "--runtime auto: this ONNX Runtime has no GPU provider here (providers: {}); the teacher runs in \
+                 libtorch on {} in fp16",
+                if providers.is_empty() { "none loaded".to_string() } else { providers.join(", ") },
+                match device {
+                    headroom_train::tch::Device::Cuda(n) => format!("cuda:{n}"),
+                    other => format!("{other:?}"),
+                }
+            );
+            Ok(Some(device))
+        }
+    }
+}
+
+#[cfg(feature = "onnxruntime")]
+fn label_with<T: headroom_infer::label::TeacherModel>(
+    args: &Args,
+    teachers: &mut [T],
+    workers: usize,
+    decode: DecodeOptions,
+    class_map: Option<(String, String)>,
+) -> anyhow::Result<Outcome> {
+    use headroom_infer::label::pipeline::PipelineSettings;
+    use headroom_infer::label::{LabelRequest, label_folder};
+
+    let interrupt = super::interrupt::Interrupt::install()?;
     let request = LabelRequest {
         images: args.images.clone(),
         out: args.out.clone(),
@@ -151,7 +242,7 @@ fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>
         cancel: Some(interrupt.flag()),
     };
     let bar = super::progress::bar(0, "label");
-    let manifest = label_folder(&mut teachers, &request, &|done, total| {
+    let manifest = label_folder(teachers, &request, &|done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64)
     });

@@ -101,8 +101,15 @@ pub struct LabelManifest {
     pub teacher: TeacherInfo,
     /// The settings.
     pub settings: LabelSettings,
-    /// The execution provider that really ran the teacher.
+    /// The execution provider that really ran the teacher (with the torch runtime: `cpu`, or
+    /// `cuda` for its GPU).
     pub provider: ExecutionProvider,
+    /// The runtime that ran it (manifests written before there was a choice: ONNX Runtime).
+    #[serde(default)]
+    pub runtime: super::teacher::LabelRuntime,
+    /// Whether it computed in half precision (the torch runtime on CUDA: fp16 autocast).
+    #[serde(default)]
+    pub half: bool,
     /// The image folder.
     pub images: PathBuf,
     /// Images copied (`true`) or symlinked into `images/`.
@@ -134,6 +141,16 @@ pub struct LabelManifest {
 }
 
 impl LabelManifest {
+    /// What ran the teacher, in words: `cpu` (ONNX Runtime's provider), `torch cpu`, `torch cuda fp16`.
+    pub fn runs_on(&self) -> String {
+        match self.runtime {
+            super::teacher::LabelRuntime::Onnxruntime => self.provider.to_string(),
+            super::teacher::LabelRuntime::Torch => {
+                format!("torch {}{}", self.provider, if self.half { " fp16" } else { "" })
+            }
+        }
+    }
+
     /// Reads `DATASET/manifest.json`; `Ok(None)` when there is none.
     pub fn read(dataset: &Path) -> Result<Option<Self>> {
         let path = dataset.join(MANIFEST_FILE);
@@ -193,7 +210,7 @@ impl std::fmt::Display for LabelManifest {
             c.conflicts,
             self.wall_seconds,
             self.images_per_second,
-            self.provider
+            self.runs_on()
         )?;
         writeln!(
             f,

@@ -18,8 +18,9 @@ use headroom_core::letterbox::{Letterbox, LetterboxOptions};
 use ndarray::ArrayView4;
 
 use super::output::Job;
+use super::teacher::TeacherModel;
 use crate::decode::OutputLayout;
-use crate::detector::{Detector, to_chw};
+use crate::detector::to_chw;
 use crate::{Error, Result};
 
 /// How the pipeline runs.
@@ -109,13 +110,13 @@ pub enum Inferred {
 }
 
 /// Runs `jobs` (indices into `all`) through `detectors` (one inference stream each, all the same
-/// model), handing each result to `write` on a writer thread. Returns the writer's first error, else
+/// model, in ONNX Runtime or libtorch), handing each result to `write` on a writer thread. Returns the writer's first error, else
 /// the first inference error, else `Ok`.
 ///
 /// When `cancel` becomes true, workers stop taking images and streams stop after their current
 /// batch; what was inferred is still written, and the call returns `Ok`.
-pub fn run_pipeline<W>(
-    detectors: &mut [Detector],
+pub fn run_pipeline<T, W>(
+    detectors: &mut [T],
     all: &[Job],
     jobs: &[usize],
     settings: PipelineSettings,
@@ -123,6 +124,7 @@ pub fn run_pipeline<W>(
     write: W,
 ) -> Result<()>
 where
+    T: TeacherModel,
     W: FnMut(Inferred) -> Result<()> + Send,
 {
     let Some(first) = detectors.first() else {
@@ -152,7 +154,7 @@ where
         let (main, others) = detectors.split_at_mut(1);
         let (rx, stop) = (&prepared_rx, &stop);
         // A stream that fails stops the others at their next batch.
-        let run = move |detector: &mut Detector, tx: &SyncSender<Inferred>| {
+        let run = move |detector: &mut T, tx: &SyncSender<Inferred>| {
             let result = infer_all(detector, rx, tx, batch, stop, cancel);
             if result.is_err() {
                 stop.store(true, Ordering::Relaxed);
@@ -252,8 +254,8 @@ pub fn next_batch(
     (!batch.is_empty()).then_some(batch)
 }
 
-fn infer_all(
-    detector: &mut Detector,
+fn infer_all<T: TeacherModel>(
+    detector: &mut T,
     rx: &Mutex<Option<Receiver<Prepared>>>,
     tx: &SyncSender<Inferred>,
     batch_size: usize,

@@ -10,8 +10,8 @@ use super::manifest::{LabelCounts, LabelManifest, LabelSettings, RunStatus, Teac
 use super::output::{self, Conflict, JobState, SkippedImage};
 use super::pipeline::{Inferred, PipelineSettings, run_pipeline};
 use super::split::{self, SplitSummary};
+use super::teacher::TeacherModel;
 use crate::decode::{DecodeOptions, OutputLayout, decode_soft};
-use crate::detector::Detector;
 use crate::{Error, Result};
 use headroom_core::fsio::{DurableBatch, OutputLock};
 
@@ -52,9 +52,9 @@ pub struct LabelRequest {
 }
 
 /// Labels `request.images` into `request.out` with `detectors` (sessions of the same teacher, one per
-/// inference stream); `progress(done, to_do)` after each image.
-pub fn label_folder(
-    detectors: &mut [Detector],
+/// inference stream, in ONNX Runtime or libtorch); `progress(done, to_do)` after each image.
+pub fn label_folder<T: TeacherModel>(
+    detectors: &mut [T],
     request: &LabelRequest,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<LabelManifest> {
@@ -82,7 +82,9 @@ pub fn label_folder(
         status: RunStatus::Running,
         teacher,
         settings,
-        provider: detector.provider(),
+        provider: detector.runs_on().1,
+        runtime: detector.runs_on().0,
+        half: detector.runs_on().2,
         images: request.images.clone(),
         copied_images: request.copy_images,
         batch,
@@ -313,7 +315,7 @@ impl Writer<'_> {
 }
 
 /// The teacher's identity and classes.
-fn teacher_info(detector: &Detector) -> Result<TeacherInfo> {
+fn teacher_info(detector: &impl TeacherModel) -> Result<TeacherInfo> {
     let path = detector.path().to_path_buf();
     let bytes = std::fs::read(&path).map_err(|e| Error::Core(headroom_core::Error::io(&path, e)))?;
     let layout = detector.declared_layout();

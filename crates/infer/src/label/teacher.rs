@@ -1,0 +1,99 @@
+//! What labelling needs of a teacher, whichever runtime runs it: ONNX Runtime
+//! ([`crate::detector::Detector`]) or headroom's libtorch executor (`headroom label --runtime
+//! torch`, `headroom_run::label_torch`). The pipeline sends letterboxed batches and reads the
+//! first output; decoding, NMS and writing are the same for both.
+
+use std::path::Path;
+
+use headroom_core::letterbox::LetterboxOptions;
+use headroom_onnx::ModelMetadata;
+use ndarray::ArrayView4;
+
+use crate::Result;
+use crate::decode::OutputLayout;
+
+/// Which runtime ran the teacher (`manifest.json`'s `runtime`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelRuntime {
+    /// ONNX Runtime, on the execution provider the manifest names.
+    #[default]
+    Onnxruntime,
+    /// headroom's libtorch executor (inference only; fp16 autocast on CUDA).
+    Torch,
+}
+
+impl std::fmt::Display for LabelRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LabelRuntime::Onnxruntime => "onnxruntime",
+            LabelRuntime::Torch => "torch",
+        })
+    }
+}
+
+/// A teacher model the labelling pipeline runs on batches of letterboxed images.
+pub trait TeacherModel: Send {
+    /// The model file.
+    fn path(&self) -> &Path;
+    /// Its Ultralytics metadata (class names, stride, image size).
+    fn metadata(&self) -> &ModelMetadata;
+    /// Input width and height.
+    fn input_size(&self) -> (u32, u32);
+    /// The batch the model must be given, when fixed (a smaller batch is padded).
+    fn static_batch(&self) -> Option<usize>;
+    /// The output layout, from the declared output shape when it is static.
+    fn declared_layout(&self) -> Option<OutputLayout>;
+    /// Runs a `[B, 3, H, W]` batch scaled to [0, 1]; the first output, flat, with its `[B, d1, d2]`
+    /// shape.
+    fn run_batch(&mut self, input: ArrayView4<'_, f32>) -> Result<(Vec<f32>, Vec<usize>)>;
+    /// Which runtime runs it and where: the runtime, the device's provider, and whether it computes
+    /// in half precision.
+    fn runs_on(&self) -> (LabelRuntime, crate::provider::ExecutionProvider, bool);
+
+    /// The output layout of an output of `shape` `[batch, d1, d2]`.
+    fn layout_of(&self, shape: &[usize]) -> Result<OutputLayout> {
+        let shape: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+        OutputLayout::detect(&shape, self.metadata().names.as_ref().map(Vec::len))
+    }
+
+    /// How the teacher letterboxes (Ultralytics `predict` on a fixed-shape model).
+    fn letterbox_options(&self) -> LetterboxOptions {
+        let (width, height) = self.input_size();
+        LetterboxOptions { width, height, ..LetterboxOptions::square(width) }
+    }
+
+    /// Runs one batch of `rows` blank images and drops the result, so that allocation (and an
+    /// engine build, a CUDA context) does not count as labelling time.
+    fn warm_up(&mut self, rows: usize) -> Result<()> {
+        let rows = self.static_batch().unwrap_or(rows.max(1));
+        let (w, h) = self.input_size();
+        let input = ndarray::Array4::<f32>::zeros((rows, 3, h as usize, w as usize));
+        self.run_batch(input.view()).map(|_| ())
+    }
+}
+
+#[cfg(feature = "onnxruntime")]
+impl TeacherModel for crate::detector::Detector {
+    fn path(&self) -> &Path {
+        crate::detector::Detector::path(self)
+    }
+    fn metadata(&self) -> &ModelMetadata {
+        crate::detector::Detector::metadata(self)
+    }
+    fn input_size(&self) -> (u32, u32) {
+        crate::detector::Detector::input_size(self)
+    }
+    fn static_batch(&self) -> Option<usize> {
+        crate::detector::Detector::static_batch(self)
+    }
+    fn declared_layout(&self) -> Option<OutputLayout> {
+        crate::detector::Detector::declared_layout(self)
+    }
+    fn run_batch(&mut self, input: ArrayView4<'_, f32>) -> Result<(Vec<f32>, Vec<usize>)> {
+        crate::detector::Detector::run_batch(self, input)
+    }
+    fn runs_on(&self) -> (LabelRuntime, crate::provider::ExecutionProvider, bool) {
+        (LabelRuntime::Onnxruntime, self.provider(), false)
+    }
+}
