@@ -10,6 +10,8 @@
 //! - [`hash`]: SHA-256 of bytes and of files, as hex.
 //! - [`cuda_code`]: the GPU architectures a CUDA library carries code for (its `.nv_fatbin`), and
 //!   whether that code runs on a given device (Orin's sm_87 among them).
+//! - [`tegra_memory`]: a run's memory as a Jetson counts it (nvmap growth from `/proc/meminfo` plus
+//!   the anonymous resident set).
 //! - [`synth`]: the deterministic synthetic shapes generator behind `headroom synth`.
 //!
 //! Nothing here links a native library: this crate builds and tests on any target.
@@ -26,5 +28,6 @@ pub mod metrics;
 pub mod preprocess;
 pub mod process;
 pub mod synth;
+pub mod tegra_memory;
 
 pub use error::{Error, ImageProblem, LabelProblem, Result, WriteState};

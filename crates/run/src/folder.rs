@@ -315,6 +315,10 @@ pub struct RunResults {
     pub peak_cuda_allocated_mb: Option<f64>,
     /// The peak held against the budget and the planner, MiB.
     pub peak_mb: f64,
+    /// On a unified board's GPU: the peak of nvmap's growth (or `MemAvailable`'s fall) plus the
+    /// anonymous resident set, sampled every 0.2 s (`headroom_core::tegra_memory`); it is `peak_mb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_tegra_mb: Option<f64>,
     /// Which memory the peaks are of.
     pub memory_pool: String,
     /// The planner's estimate of this run and its error against the peaks.
@@ -355,8 +359,11 @@ pub struct PeakMemory {
     /// Its allocated (in tensors) peak, on CUDA.
     pub cuda_allocated_mb: Option<f64>,
     /// The figure held against the budget and the planner
-    /// ([`headroom_train::memory_guard::MemoryReading::counted_peak`]).
+    /// ([`headroom_train::memory_guard::MemoryReading::counted_peak`]; on a Tegra board's GPU the
+    /// sampled figure).
     pub counted_mb: f64,
+    /// Memory as Tegra counts it, sampled during the run (on a unified board's GPU).
+    pub tegra_mb: Option<f64>,
 }
 
 impl PeakMemory {
@@ -373,7 +380,16 @@ impl PeakMemory {
             cuda_reserved_mb: larger(self.cuda_reserved_mb, other.cuda_reserved_mb),
             cuda_allocated_mb: larger(self.cuda_allocated_mb, other.cuda_allocated_mb),
             counted_mb: self.counted_mb.max(other.counted_mb),
+            tegra_mb: larger(self.tegra_mb, other.tegra_mb),
         }
+    }
+
+    /// With the sampled Tegra figure, which then is the counted one: the caching allocator's
+    /// reserved bytes miss the CUDA context and the libraries' workspaces, nvmap does not.
+    #[must_use]
+    pub fn with_tegra(self, tegra: &headroom_core::tegra_memory::TegraPeak) -> PeakMemory {
+        let mb = mib(tegra.peak());
+        PeakMemory { tegra_mb: Some(mb), counted_mb: mb, ..self }
     }
 }
 
@@ -385,6 +401,7 @@ pub fn peak_memory(pool: MemoryPool) -> PeakMemory {
         cuda_reserved_mb: reading.cuda.map(|c| mib(c.reserved_peak)),
         cuda_allocated_mb: reading.cuda.map(|c| mib(c.allocated_peak)),
         counted_mb: mib(reading.counted_peak(pool)),
+        tegra_mb: None,
     }
 }
 
@@ -394,17 +411,24 @@ mod tests {
 
     #[test]
     fn the_larger_of_two_peaks_is_taken_each() {
-        let setup =
-            PeakMemory { rss_mb: 300.0, cuda_reserved_mb: None, cuda_allocated_mb: None, counted_mb: 300.0 };
+        let setup = PeakMemory {
+            rss_mb: 300.0,
+            cuda_reserved_mb: None,
+            cuda_allocated_mb: None,
+            counted_mb: 300.0,
+            tegra_mb: None,
+        };
         let training = PeakMemory {
             rss_mb: 280.0,
             cuda_reserved_mb: Some(90.0),
             cuda_allocated_mb: None,
             counted_mb: 350.0,
+            tegra_mb: Some(340.0),
         };
         let both = setup.max(training);
         assert_eq!((both.rss_mb, both.counted_mb, both.cuda_reserved_mb), (300.0, 350.0, Some(90.0)));
         assert_eq!(both, training.max(setup), "either order");
+        assert_eq!(both.tegra_mb, Some(340.0));
     }
 
     /// One second of epoch `epoch` with losses 1, 2, 3.
@@ -444,6 +468,7 @@ mod tests {
                 cuda_reserved_mb: None,
                 cuda_allocated_mb: None,
                 counted_mb: 100.0,
+                tegra_mb: None,
             };
             append_metrics(dir.path(), &stats(epoch), &metrics(fitness), &peak).expect("append");
         }
@@ -477,6 +502,7 @@ mod tests {
             cuda_reserved_mb: Some(512.0),
             cuda_allocated_mb: Some(300.0),
             counted_mb: 632.0,
+            tegra_mb: None,
         };
         let text = append_metrics(dir.path(), &stats(1), &metrics(0.7), &peak).expect("append");
         let lines: Vec<&str> = text.lines().collect();

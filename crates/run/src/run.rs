@@ -13,7 +13,9 @@ use std::sync::atomic::AtomicBool;
 use headroom_onnx::Model;
 use headroom_train::Student;
 use headroom_train::loss::LossConfig;
-use headroom_train::memory_guard::{Allocator, LadderStepDown, MemoryCap, MemoryPool, set_allocator};
+use headroom_train::memory_guard::{
+    Allocator, LadderStepDown, MemoryCap, MemoryPool, TegraSampler, set_allocator,
+};
 use headroom_train::trainer::Trainer;
 
 use crate::batch_speed;
@@ -308,6 +310,8 @@ fn execute(
     observer: &mut dyn Observer,
 ) -> Result<RunEnd> {
     set_process(options);
+    // Before anything touches CUDA: where memory stood, for the figure of a Jetson's GPU run.
+    let memory_at_start = headroom_core::tegra_memory::Sample::read();
     let (device_text, preset) =
         device::resolve_saved(&spec.device, spec.device_preset.as_ref(), device::cuda_available(), true)?;
     let device = device::torch_device(&device_text)?;
@@ -356,6 +360,13 @@ fn execute(
         _ => MemoryPool::Cpu,
     };
     observer.memory_pool(pool);
+    // On a unified board's GPU the figure is memory as Tegra counts it, sampled while training.
+    let tegra = match (pool, memory_at_start) {
+        (MemoryPool::Cuda { unified: true, .. }, Some(start)) => {
+            Some(TegraSampler::start(start, std::time::Duration::from_millis(200)))
+        }
+        _ => None,
+    };
     // `--plan auto` found room for larger batches: each is timed before the first step (again
     // after a kill before training started: nothing was trained), the fastest kept in config.toml.
     let trained = !fresh && dir.join("ckpt/last.pt").exists();
@@ -444,6 +455,10 @@ fn execute(
     // With the set-up's peak where timing the batches started the peaks again.
     let peak = folder::peak_memory(pool);
     let peak = setup_peak.map_or(peak, |setup| peak.max(setup));
+    let peak = match &tegra {
+        Some(sampler) => peak.with_tegra(&sampler.peak()),
+        None => peak,
+    };
     // After the peak is read: the planner's check is of the training, as before.
     let best_val = best_validation(&spec, dir, &start.inputs, options.threads);
     // Every run checks the planner: its estimate against this run's measured peak (on CUDA the
@@ -464,6 +479,7 @@ fn execute(
         peak_cuda_reserved_mb: peak.cuda_reserved_mb,
         peak_cuda_allocated_mb: peak.cuda_allocated_mb,
         peak_mb: peak.counted_mb,
+        peak_tegra_mb: peak.tegra_mb,
         memory_pool: pool_text(pool).to_string(),
         planner: estimate,
         steps_down: trainer.steps_down().to_vec(),

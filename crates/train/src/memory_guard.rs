@@ -145,6 +145,63 @@ impl MemoryReading {
     }
 }
 
+/// Memory as a Jetson counts it, sampled on a thread while a run trains on a unified board's GPU
+/// ([`headroom_core::tegra_memory`]: nvmap's growth since `start`, or the fall of `MemAvailable`,
+/// plus the anonymous resident set): the CUDA context, kernel images and library workspaces that
+/// the caching allocator's reserved bytes miss. Stops when dropped.
+pub struct TegraSampler {
+    peak: std::sync::Arc<std::sync::Mutex<headroom_core::tegra_memory::TegraPeak>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TegraSampler {
+    /// Samples every `every` from `start` (taken before the run touched CUDA).
+    pub fn start(start: headroom_core::tegra_memory::Sample, every: std::time::Duration) -> TegraSampler {
+        use std::sync::atomic::Ordering;
+        let peak =
+            std::sync::Arc::new(std::sync::Mutex::new(headroom_core::tegra_memory::TegraPeak::new(start)));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (shared, stopping) = (peak.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("tegra-memory".into())
+            .spawn(move || {
+                while !stopping.load(Ordering::Relaxed) {
+                    if let (Some(now), Ok(mut peak)) =
+                        (headroom_core::tegra_memory::Sample::read(), shared.lock())
+                    {
+                        peak.sample(&now);
+                    }
+                    std::thread::park_timeout(every);
+                }
+            })
+            .ok();
+        TegraSampler { peak, stop, thread }
+    }
+
+    /// The peak so far (a last sample taken now).
+    pub fn peak(&self) -> headroom_core::tegra_memory::TegraPeak {
+        let mut peak = match self.peak.lock() {
+            Ok(p) => *p,
+            Err(poisoned) => *poisoned.into_inner(),
+        };
+        if let Some(now) = headroom_core::tegra_memory::Sample::read() {
+            peak.sample(&now);
+        }
+        peak
+    }
+}
+
+impl Drop for TegraSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A cap on what one training pass may take above what the process held when the cap was set
 /// (after loading: the planner's "training peak"), checked after every pass from the peak of the
 /// pool's memory figure ([`MemoryReading::counted_peak`]: the resident set on the CPU, the CUDA
@@ -291,6 +348,23 @@ pub fn status_bytes(key: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tegra_tests {
+    use super::*;
+
+    #[test]
+    fn the_sampler_sees_memory_the_process_takes_while_it_runs() {
+        let Some(start) = headroom_core::tegra_memory::Sample::read() else { return };
+        let sampler = TegraSampler::start(start, std::time::Duration::from_millis(20));
+        let block = vec![1u8; 200 << 20];
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let peak = sampler.peak();
+        assert!(peak.peak() >= start.rss_anon + (190 << 20), "{} MiB", peak.peak() >> 20);
+        assert!(block.iter().step_by(4096).all(|b| *b == 1));
+        drop(sampler);
+    }
 }
 
 #[cfg(test)]
