@@ -31,6 +31,11 @@ pub struct DevicePreset {
     /// Resident memory of the runtime before any model (libtorch and ONNX Runtime libraries and
     /// their allocators), MiB: measured on the x86 CPU preset, assumed elsewhere (devices.toml says which).
     pub runtime_mib: f64,
+    /// What training on the GPU of a unified board adds outside the resident set and the CUDA
+    /// allocator, MiB: the CUDA context, kernel images, cuBLAS/cuDNN workspaces (nvmap on a Jetson;
+    /// a public figure until measured, devices.toml says which). 0 where not given.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cuda_runtime_mib: f64,
     /// Substrings (case-insensitive) of the board's `/proc/device-tree/model` that identify this
     /// board family (`Orin Nano`), for `--board auto` ([`detect`]); the memory tells the
     /// variants of a family apart.
@@ -42,15 +47,27 @@ fn yes() -> bool {
     true
 }
 
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
 impl DevicePreset {
     /// Memory available to training, in bytes.
     pub fn budget_bytes(&self) -> u64 {
         ((self.memory_gib - self.reserve_gib).max(0.0) * (1u64 << 30) as f64) as u64
     }
 
-    /// The runtime overhead in bytes.
+    /// The runtime overhead in bytes, training on the CPU.
     pub fn runtime_bytes(&self) -> u64 {
         (self.runtime_mib.max(0.0) * (1u64 << 20) as f64) as u64
+    }
+
+    /// The runtime overhead in bytes of training on the GPU (`gpu`) or the CPU: on a unified
+    /// board's GPU the CUDA context and libraries' workspaces ([`DevicePreset::cuda_runtime_mib`])
+    /// are counted too.
+    pub fn runtime_bytes_on(&self, gpu: bool) -> u64 {
+        let cuda = if gpu && self.unified { self.cuda_runtime_mib.max(0.0) } else { 0.0 };
+        self.runtime_bytes() + (cuda * (1u64 << 20) as f64) as u64
     }
 }
 
@@ -222,6 +239,9 @@ pub fn detect(
         return Err(Error::Detect { reason: what });
     };
     let runtime_mib = devices.iter().find(|d| d.name == "x86-cpu").map_or(145.0, |d| d.runtime_mib);
+    // A Jetson's GPU adds what the Orin presets count for it.
+    let cuda_runtime_mib =
+        devices.iter().find(|d| d.name.starts_with("orin-")).map_or(0.0, |d| d.cuda_runtime_mib);
     let reserve = (0.125 * mem).max(1.0);
     let gpu = model.is_some_and(|m| m.to_lowercase().contains("jetson"));
     let board = match model {
@@ -239,6 +259,7 @@ pub fn detect(
         unified: true,
         gpu,
         runtime_mib,
+        cuda_runtime_mib: if gpu { cuda_runtime_mib } else { 0.0 },
         models: Vec::new(),
     };
     let reason = format!(
@@ -323,6 +344,21 @@ pub fn other_machine(preset: &DevicePreset, devices_file: Option<&Path>) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jetsons_gpu_counts_its_cuda_context_and_its_cpu_does_not() {
+        let devices = builtin_devices().expect("builtins");
+        let nano = find_device(&devices, "orin-nano-4").expect("preset");
+        assert_eq!(nano.cuda_runtime_mib, 512.0);
+        assert_eq!(nano.runtime_bytes_on(false), nano.runtime_bytes());
+        assert_eq!(nano.runtime_bytes_on(true), nano.runtime_bytes() + (512 << 20));
+        let discrete = find_device(&devices, "gpu-8").expect("preset");
+        assert_eq!(
+            discrete.runtime_bytes_on(true),
+            discrete.runtime_bytes(),
+            "its runtime_mib holds the context"
+        );
+    }
 
     #[test]
     fn builtin_presets_parse_and_have_budgets() {

@@ -66,14 +66,16 @@ pub struct PlannerCheck {
 }
 
 impl PlannerCheck {
-    /// The planner's estimate of a run's configuration on `preset`.
+    /// The planner's estimate of a run's configuration on `preset`, training on its GPU (`gpu`)
+    /// or its CPU.
     pub fn estimate(
         model: &Model,
         inspection: &Inspection,
         preset: &DevicePreset,
         setup: &Setup,
+        gpu: bool,
     ) -> PlannerCheck {
-        let mut planner = Planner::new(model, inspection, preset.runtime_bytes());
+        let mut planner = Planner::new(model, inspection, preset.runtime_bytes_on(gpu));
         if !preset.unified {
             planner = planner.discrete();
         }
@@ -243,7 +245,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
         runs_on,
         (ask.board.as_deref(), ask.devices.as_deref()),
     )?;
-    let mut planner = Planner::new(&model, &inspection, preset.runtime_bytes());
+    let mut planner = Planner::new(&model, &inspection, preset.runtime_bytes_on(gpu));
     if !preset.unified && gpu {
         planner = planner.discrete();
     }

@@ -394,7 +394,8 @@ fn execute(
             "--prefetch on with --profile: the trace holds the main thread's ops, not the data's or the teacher's"
         );
     }
-    let mut estimate = planner::PlannerCheck::estimate(&start.model, &inspection, &preset, &setup);
+    let mut estimate =
+        planner::PlannerCheck::estimate(&start.model, &inspection, &preset, &setup, device.is_cuda());
     if let (headroom_plan::Prefetch::Auto, true, Some(plan)) = (options.prefetch, setup.prefetch, &spec.plan)
     {
         let mib = estimate.estimate_mb.unwrap_or(0.0);
@@ -405,7 +406,8 @@ fn execute(
                 headroom_plan::format_size(plan.budget)
             );
             setup.prefetch = false;
-            estimate = planner::PlannerCheck::estimate(&start.model, &inspection, &preset, &setup);
+            estimate =
+                planner::PlannerCheck::estimate(&start.model, &inspection, &preset, &setup, device.is_cuda());
         }
     }
     trainer.set_prefetch(setup.prefetch);

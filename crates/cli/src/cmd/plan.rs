@@ -122,7 +122,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     if let Some(path) = &args.teacher {
         start.teacher = Some(headroom_plan::TeacherCost::of_file(path, start.imgsz)?);
     }
-    let mut planner = Planner::new(&model, &inspection, device.runtime_bytes());
+    let mut planner = Planner::new(&model, &inspection, device.runtime_bytes_on(runs_on.is_gpu()));
     if !device.unified && runs_on.is_gpu() {
         planner = planner.discrete();
     }
