@@ -2,7 +2,8 @@
 # Verifies headroom's GPU paths on any Linux machine with an NVIDIA GPU and its driver (docs/GPU.md).
 # It installs the CUDA builds of the pinned native libraries from PyPI, builds headroom with the
 # `cuda` and `tensorrt` features, then runs every GPU path, each timed and under a time limit:
-#   doctor · label --ep cuda · label --ep tensorrt · train --device cuda --amp (2 epochs)
+#   doctor (GPU code carried, kernels launched) · label --ep cuda · label --ep tensorrt
+#   · label --runtime torch (the teacher in libtorch, fp16) · train --device cuda --amp (2 epochs)
 #   · plan, and the planner's estimate against the measured GPU peak · export --engine (if trtexec)
 # and prints one table of PASS / FAIL / SKIP, also written to $OUT/results.txt (and .tsv).
 #
@@ -23,7 +24,10 @@
 #                                  version): no cargo, no build. Default in a bundle: its bin/headroom
 #        CARGO_TARGET_DIR          default target/gpu (its own: other libtorch, other RUSTFLAGS)
 #        TRTEXEC                   trtexec for the engine check (else JetPack's path, then PATH)
-# On a Jetson (Tegra: /etc/nv_tegra_release, a GPU named Orin/nvgpu, or memory [N/A] on aarch64)
+#        HEADROOM_GPU_CHECK_ROOT   read /etc/nv_tegra_release and /proc/device-tree/model under this
+#                                  root (a container with the host's files mounted there)
+# On a Jetson (Tegra: /etc/nv_tegra_release, a Jetson device tree, a GPU named Orin/nvgpu, or
+# memory [N/A] on aarch64; nvidia-smi may be missing, as on JetPack 6)
 # nvidia-smi reads [N/A] for memory (NVML has no memory queries there; CPU and GPU share one pool):
 # the memory is MemTotal, the training peak comes from tegrastats' RAM (else MemTotal -
 # MemAvailable), plan uses --board auto, and PyPI's CUDA 13 install is refused at once.
@@ -55,18 +59,39 @@ step() { headroom_step "$*"; echo "gpu-check: $*" >&2; }
 # preflight: fails in seconds, before anything is installed
 # ------------------------------------------------------------------------------------------
 
-command -v nvidia-smi >/dev/null \
-  || fail "no NVIDIA GPU: nvidia-smi is not on PATH (install the NVIDIA driver and check with \`nvidia-smi -L\`; on a Jetson see docs/GPU.md)"
-gpus=$(timeout 30 nvidia-smi -L 2>&1) \
-  || fail "no NVIDIA GPU usable: \`nvidia-smi -L\` failed or hung for 30 s: ${gpus:-no output} (is the driver loaded? in a container: --gpus all)"
-grep -q '^GPU ' <<<"$gpus" || fail "no NVIDIA GPU: nvidia-smi lists none ($gpus)"
+# tegra_board_files: the board's own word that it is a Jetson, without nvidia-smi (JetPack 6 has
+# none): the first line of /etc/nv_tegra_release, else a device-tree model naming a Jetson.
+# HEADROOM_GPU_CHECK_ROOT reads them under another root (a container with the host's files mounted).
+board_root="${HEADROOM_GPU_CHECK_ROOT:-}"
+tegra_board_files() {
+  local release="$board_root/etc/nv_tegra_release" model="$board_root/proc/device-tree/model" text
+  if [ -r "$release" ]; then
+    text=$(head -n 1 "$release" | sed 's/^# *//' || true)
+    echo "L4T ${text:-(nv_tegra_release)}"
+  elif [ -r "$model" ] && text=$(tr -d '\0' < "$model") && grep -qiE 'jetson|orin|tegra|xavier|thor' <<<"$text"; then
+    echo "$text"
+  fi
+}
 query() { timeout 30 nvidia-smi -i "$gpu" --query-gpu="$1" --format=csv,noheader,nounits 2>/dev/null | head -n1 | sed 's/^ *//; s/ *$//' || true; }
+if command -v nvidia-smi >/dev/null; then
+  gpus=$(timeout 30 nvidia-smi -L 2>&1) \
+    || fail "no NVIDIA GPU usable: \`nvidia-smi -L\` failed or hung for 30 s: ${gpus:-no output} (is the driver loaded? in a container: --gpus all)"
+  grep -q '^GPU ' <<<"$gpus" || fail "no NVIDIA GPU: nvidia-smi lists none ($gpus)"
+  gpu_name=$(query name)
+else
+  board=$(tegra_board_files)
+  [ -n "$board" ] \
+    || fail "no NVIDIA GPU: nvidia-smi is not on PATH and this is no Jetson (no /etc/nv_tegra_release, no Jetson device tree): install the NVIDIA driver and check with \`nvidia-smi -L\` (docs/GPU.md)"
+  # A Jetson without nvidia-smi: the GPU is the board's; nothing to query.
+  query() { :; }
+  gpus="GPU $gpu: $board"
+  gpu_name="Jetson GPU (no nvidia-smi; $board)"
+fi
 # number VALUE: VALUE when it is a number or a dotted version, else nothing: nvidia-smi's [N/A],
 # "Not Supported" and error text are unknown values, never compared.
 number() { if [[ "${1:-}" =~ ^[0-9]+(\.[0-9]+)*$ ]]; then echo "$1"; fi; }
 # meminfo_kib FIELD: a /proc/meminfo field (MemTotal, MemAvailable) in KiB, or nothing.
 meminfo_kib() { awk -v f="$1:" '$1 == f { print $2; exit }' /proc/meminfo 2>/dev/null || true; }
-gpu_name=$(query name)
 # `nvidia-smi -L` names it too ("GPU 0: Orin (nvgpu)"), where the query does not answer.
 [ -n "$gpu_name" ] || gpu_name=$(sed -n "s/^GPU $gpu: //p" <<<"$gpus" | sed 's/ (UUID: .*)$//' | head -n1 || true)
 [ -n "$gpu_name" ] || fail "nvidia-smi knows no GPU $gpu (HEADROOM_GPU); it lists: $gpus"
@@ -77,7 +102,7 @@ compute=$(number "$(query compute_cap)")
 # A Jetson (jetson-containers issue 1403, anduril/jetpack-nixos pull request 371): nvidia-smi lists
 # `Orin (nvgpu)` and reads [N/A] for memory; CPU and GPU share the DRAM, so the memory is MemTotal.
 tegra=0
-if [ -e /etc/nv_tegra_release ] || grep -qiE 'orin|nvgpu|tegra|xavier|thor' <<<"$gpu_name" \
+if [ -n "$(tegra_board_files)" ] || grep -qiE 'orin|nvgpu|tegra|xavier|thor|jetson' <<<"$gpu_name" \
   || { [ -z "$gpu_mib" ] && [ "$(uname -m)" = aarch64 ]; }; then
   tegra=1
   total_kib=$(number "$(meminfo_kib MemTotal)")
@@ -350,7 +375,7 @@ if (cd "$root" && cargo build --release --locked -p headroom-cli --features cuda
   record "build" PASS "$(since "$t0")" "$bin"
 else
   record "build" FAIL "$(since "$t0")" "cargo build failed: $(last_line "$out/logs/build.log") (logs/build.log)"
-  for n in synth doctor "label --ep cpu" "label --ep cuda" "label --ep tensorrt" "train cuda --amp" plan "plan vs GPU peak" "export --engine"; do
+  for n in synth doctor "label --ep cpu" "label --ep cuda" "label --ep tensorrt" "label --runtime torch" "train cuda --amp" plan "plan vs GPU peak" "export --engine"; do
     record "$n" SKIP 0.0 "no binary (build failed)"
   done
   finish
@@ -387,10 +412,28 @@ if ! out_of_time "doctor" 120; then
   ort_ok=$(json "$work/doctor.json" "d['onnxruntime']['ok']")
   torch_ok=$(json "$work/doctor.json" "d['libtorch']['ok']")
   torch_detail=$(json "$work/doctor.json" "d['libtorch']['detail']")
+  # The GPU code libtorch_cuda.so carries (read from the file) and the kernels launched on the GPU
+  # (conv, GEMM, AMP, allocator, the executor on the teacher): the first CUDA error with its remedy.
+  code_detail=$(json "$work/doctor.json" "d.get('gpu_code', {}).get('detail', 'not reported (an older headroom)')")
+  gpu_detail=$(json "$work/doctor.json" "d.get('gpu', {}).get('detail', 'not reported (an older headroom)')")
   if [ "$RC" = 0 ] && [ "$ort_ok" = True ] && [ "$torch_ok" = True ] && [[ "$torch_detail" == *"CUDA available"* ]]; then
-    record "doctor" PASS "$SECS" "$torch_detail"
+    record "doctor" PASS "$SECS" "$torch_detail; gpu code: $code_detail; gpu: $gpu_detail"
   elif [ "$RC" = 124 ]; then record "doctor" FAIL "$SECS" "timed out after $LIMIT s"
-  else record "doctor" FAIL "$SECS" "exit $RC; onnxruntime ok=$ort_ok; libtorch: ${torch_detail:-$(last_line "$out/logs/doctor.log")}"; fi
+  else record "doctor" FAIL "$SECS" "exit $RC; onnxruntime ok=$ort_ok; libtorch: ${torch_detail:-$(last_line "$out/logs/doctor.log")}; gpu code: $code_detail; gpu: $gpu_detail"; fi
+fi
+
+# The providers the ONNX Runtime headroom loaded was built with, as doctor names them ("providers:
+# Azure, CPU"): a provider it lacks is skipped with the reason (a bundle's CPU-only ONNX Runtime),
+# not failed.
+ort_detail=$(json "$work/doctor.json" "d['onnxruntime']['detail']" 2>/dev/null || true)
+ort_providers=$(sed -n 's/.*(providers: \([^)]*\)).*/\1/p' <<<"${ort_detail:-}" | head -n 1)
+if [ -n "$ort_providers" ]; then
+  if [ -z "$cuda_ep_missing" ] && ! grep -qi cuda <<<"$ort_providers"; then
+    cuda_ep_missing="this ONNX Runtime has no CUDA provider (providers: $ort_providers)"
+  fi
+  if [ -z "$trt_missing" ] && ! grep -qi tensorrt <<<"$ort_providers"; then
+    trt_missing="this ONNX Runtime has no TensorRT provider (providers: $ort_providers)"
+  fi
 fi
 
 # --- label ----------------------------------------------------------------------------------
@@ -433,14 +476,14 @@ record_label() {
 }
 
 cpu_boxes=""
-label_check "label --ep cpu" cpu 120 --ep cpu
+label_check "label --ep cpu" cpu 120 --runtime onnxruntime --ep cpu
 record_label "label --ep cpu" ""
 cpu_boxes=$BOXES
 
 if [ -n "$cuda_ep_missing" ]; then
   record "label --ep cuda" SKIP 0.0 "$cuda_ep_missing"
 else
-  label_check "label --ep cuda" cuda 120 --ep cuda --device "cuda:$gpu"
+  label_check "label --ep cuda" cuda 120 --runtime onnxruntime --ep cuda --device "cuda:$gpu"
   record_label "label --ep cuda" 2
 fi
 
@@ -448,10 +491,15 @@ if [ -n "$trt_missing" ]; then
   record "label --ep tensorrt" SKIP 0.0 "$trt_missing"
 else
   # FP16 engines, cached in the work folder; this first run builds them (tens of seconds).
-  label_check "label --ep tensorrt" tensorrt 300 --ep tensorrt --device "cuda:$gpu" --trt-fp16 \
+  label_check "label --ep tensorrt" tensorrt 300 --runtime onnxruntime --ep tensorrt --device "cuda:$gpu" --trt-fp16 \
     --trt-engine-cache "$work/trt-cache" --trt-timing-cache "$work/trt-cache"
   record_label "label --ep tensorrt" 5
 fi
+
+# The teacher in libtorch on the GPU, fp16 autocast (the route where ONNX Runtime has no GPU
+# provider, as a Jetson bundle's): its box count within 2 % of ONNX Runtime's on the CPU.
+label_check "label --runtime torch" torch 120 --runtime torch --device "cuda:$gpu"
+record_label "label --runtime torch" 2
 
 # --- train on CUDA with AMP, sampling the GPU's memory ----------------------------------------
 # memory_used_mib: the memory in use now, in MiB, or nothing when unknown: on a Tegra the one pool

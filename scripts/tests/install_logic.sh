@@ -393,7 +393,20 @@ arg() { local want=$1; shift; while [ $# -gt 1 ]; do [ "$1" = "$want" ] && { ech
 case "${1:-}" in
   -V|--version) echo "headroom 0.0.0-stub" ;;
   synth) d=$(arg --out "$@"); mkdir -p "$d/images/train" "$d/images/val"; echo "path: $d" > "$d/data.yaml" ;;
-  doctor) cat <<'JSON'
+  doctor)
+    if [ -f "$STUB_STATE/gpu-ok" ]; then cat <<'JSON'
+{
+  "headroom": "0.0.0-stub",
+  "onnxruntime": { "ok": true, "detail": "ONNX Runtime 1.32.0 from /opt/headroom/lib/libonnxruntime.so.1.32.0 (providers: Azure, CPU) — ran the model", "library": null, "version": "1.32.0" },
+  "libtorch": { "ok": true, "detail": "libtorch 2.12.0 (built against 2.12.0) (6 threads, CUDA available): conv + Adam loss 1.0 -> 0.5", "library": null, "version": "2.12.0" },
+  "cuda": { "ok": true, "detail": "libtorch_cuda.so from /opt/headroom/lib/libtorch_cuda.so; 1 CUDA device(s)", "library": null, "version": null },
+  "gpu_code": { "ok": true, "detail": "SASS sm_87; Orin (sm_87): native code (SASS sm_87)", "library": null, "version": null },
+  "gpu": { "ok": true, "detail": "ok conv: forward and backward", "library": null, "version": null }
+}
+JSON
+      exit 0
+    fi
+    cat <<'JSON'
 {
   "headroom": "0.0.0-stub",
   "onnxruntime": { "ok": true, "detail": "ONNX Runtime 1.20.1: ran the model", "library": null, "version": "1.20.1" },
@@ -411,6 +424,9 @@ JSON
   plan)
     [ "${2:-}" = --help ] && { echo "Usage: headroom plan [OPTIONS] --model <MODEL>"; exit 0; }
     printf '{"board": {"name": "%s"}, "plan": {"candidates": [{"rung": "head"}], "chosen": 0}}\n' "$(arg --board "$@")" ;;
+  label)
+    [ -f "$STUB_STATE/gpu-ok" ] || { echo "error: stub headroom: no label here" >&2; exit 2; }
+    printf '{"provider": "%s", "runtime": "x", "counts": {"labelled": 32, "boxes": 40}}\n' "$(arg --ep "$@")" ;;
   *) echo "error: stub headroom: no $1 here" >&2; exit 2 ;;
 esac
 EOF
@@ -505,6 +521,45 @@ expect_output '^gpu-check: error: .*Jetson.*HEADROOM_GPU_LIBS=python'
 expect_no_output 'older than'
 ! grep -qE '^(python3|cargo) ' "$state/calls.log" || problems+=("it went on after the preflight: $(grep -E '^(python3|cargo) ' "$state/calls.log")")
 report "gpu-check.sh in a clone on an Orin: refuses PyPI's CUDA 13 install at once (no 'driver older than 580'), exit 2"
+
+# A Jetson without nvidia-smi (JetPack 6 has none), known by its device tree, whose bundle's ONNX
+# Runtime is CPU-only (providers: Azure, CPU) while libtorch has CUDA: the preflight goes on, the
+# CUDA and TensorRT provider checks are SKIP with the reason, every other check passes: exit 0.
+mkdir -p "$tmp/nosmi/bin" "$tmp/jetson-root/proc/device-tree"
+ln -sf "$gpu_stubs/headroom" "$tmp/nosmi/bin/headroom"
+[ ! -e "$gpu_stubs/python3" ] || ln -sf "$gpu_stubs/python3" "$tmp/nosmi/bin/python3"
+printf 'NVIDIA Jetson Orin Nano Developer Kit\0' > "$tmp/jetson-root/proc/device-tree/model"
+new_state
+touch "$state/gpu-ok" "$state/train-passes"
+mkdir -p "$state/home"
+out=$(env -i PATH="$tmp/tegrastats:$tmp/nosmi/bin:/usr/bin:/bin" HOME="$state/home" STUB_STATE="$state" \
+  HEADROOM_GPU_CHECK_OUT="$state/out" HEADROOM_GPU_DEPS="$state/deps" HEADROOM_GPU_CHECK_BUDGET_S=60 \
+  HEADROOM_GPU_BIN="$tmp/nosmi/bin/headroom" HEADROOM_GPU_CHECK_ROOT="$tmp/jetson-root" \
+  timeout -k 5 60 bash "$scripts/gpu-check.sh" 2>&1)
+rc=$?
+[ "$rc" = 0 ] || problems+=("expected exit status 0 (every check that can run passed), got $rc")
+expect_no_bash_error
+expect_output "^gpu-check: GPU 0: Jetson GPU \(no nvidia-smi; NVIDIA Jetson Orin Nano Developer Kit\), $mem_total_mib MiB shared by CPU and GPU"
+expect_table
+expect_output '^doctor +PASS .*gpu code: SASS sm_87.*gpu: ok conv'
+expect_output '^label --ep cpu +PASS'
+expect_output '^label --ep cuda +SKIP .*no CUDA provider \(providers: Azure, CPU\)'
+expect_output '^label --ep tensorrt +SKIP .*no TensorRT provider'
+expect_output '^label --runtime torch +PASS .*within 2 %'
+expect_output '^train cuda --amp +PASS'
+expect_no_output ' FAIL '
+! grep -q '^nvidia-smi' "$state/calls.log" || problems+=("nvidia-smi was called without being on PATH")
+report "gpu-check.sh on a Jetson without nvidia-smi (device tree), CPU-only ONNX Runtime in the bundle: provider checks SKIP, torch labels on the GPU, exit 0"
+
+new_state
+mkdir -p "$state/home" "$tmp/pc-root"
+out=$(env -i PATH="$tmp/nosmi/bin:/usr/bin:/bin" HOME="$state/home" STUB_STATE="$state" \
+  HEADROOM_GPU_CHECK_OUT="$state/out" HEADROOM_GPU_BIN="$tmp/nosmi/bin/headroom" HEADROOM_GPU_CHECK_ROOT="$tmp/pc-root" \
+  timeout -k 5 60 bash "$scripts/gpu-check.sh" 2>&1)
+rc=$?
+[ "$rc" = 2 ] || problems+=("expected exit status 2 (no GPU), got $rc")
+expect_output '^gpu-check: error: no NVIDIA GPU: nvidia-smi is not on PATH and this is no Jetson'
+report "gpu-check.sh without nvidia-smi on a machine that is no Jetson: exit 2, saying so"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
