@@ -249,5 +249,88 @@ EOF
   report "an activated venv (its python3 first on PATH), PYTHON unset: its libraries, exit 0"
 fi
 
+# ------------------------------------------------------------------------------------------
+# --jetpack 7: an L4T release file, a stub python3.12 whose `-m venv` lays out a venv whose python
+# answers the import calls (the stub python3's) and logs `-m pip install` (failing on
+# STUB_PIP_ERROR), as jetson-containers' index would serve torch 2.12.0 and onnxruntime-gpu 1.25.1.
+# ------------------------------------------------------------------------------------------
+jp7_site="$tmp/jp7-site"
+make_site "$jp7_site" 2.12.0 1.25.1
+cat > "$stubs/python3.12" <<'EOF'
+#!/usr/bin/env bash
+[ "$1 $2" = "-m venv" ] || { echo "stub python3.12: unexpected call: $*" >&2; exit 99; }
+if [ -n "${STUB_VENV_ERROR:-}" ]; then echo "$STUB_VENV_ERROR" >&2; exit 1; fi
+mkdir -p "$3/bin"
+cat > "$3/bin/python" <<'PY'
+#!/usr/bin/env bash
+if [ "$1 $2" = "-m pip" ]; then
+  echo "pip $*" >> "$STUB_LOG"
+  if [ -n "${STUB_PIP_ERROR:-}" ]; then echo "$STUB_PIP_ERROR" >&2; exit 1; fi
+  exit 0
+fi
+case "${2:-}" in *base_prefix*) echo "3.12.3 venv ${0%/bin/python}"; exit 0 ;; esac
+exec python3 "$@"
+PY
+chmod +x "$3/bin/python"
+EOF
+chmod +x "$stubs/python3.12"
+release() { printf '# R%s (release), REVISION: %s, GCID: 1, BOARD: generic, EABI: aarch64, DATE: x\n# KERNEL_VARIANT: oot\n' "$1" "$2" > "$tmp/nv_tegra_release"; }
+
+release 39 2.0
+run HEADROOM_NV_TEGRA_RELEASE="$tmp/nv_tegra_release" STUB_SITE="$jp7_site" STUB_LOG="$tmp/pip.log" -- \
+  --jetpack 7 --venv "$tmp/jp7-venv"
+expect_rc 0; expect_no_trap
+expect_output "making the venv $tmp/jp7-venv \(python3\.12 -m venv\)"
+expect_output 'installing torch==2\.12\.0 and onnxruntime-gpu==1\.25\.1 from https://pypi\.jetson-ai-lab\.io/jp7/cu132'
+grep -qF -- "--index-url https://pypi.jetson-ai-lab.io/jp7/cu132 torch==2.12.0 onnxruntime-gpu==1.25.1" "$tmp/pip.log" \
+  || problems+=("pip was not asked for both from the index: $(cat "$tmp/pip.log" 2>/dev/null)")
+expect_output "Python: $tmp/jp7-venv/bin/python \(3\.12\.3 venv"
+expect_output 'PyTorch 2\.12\.0 \(CUDA build: yes\).*ONNX Runtime 1\.25\.1.*label: l4t-r39\.2'
+expect_output 'bundle\.sh --target native .*--features cuda,tensorrt --label l4t-r39\.2'
+report "--jetpack 7 on L4T R39.2: a Python 3.12 venv, torch 2.12.0 and onnxruntime-gpu 1.25.1 from jetson-containers' jp7/cu132 index, then the native bundle"
+
+# A second run reuses the venv (no second `-m venv`), and takes the versions asked for.
+run HEADROOM_NV_TEGRA_RELEASE="$tmp/nv_tegra_release" STUB_SITE="$jp7_site" STUB_LOG="$tmp/pip.log" \
+  HEADROOM_JP7_TORCH=2.11.0 STUB_VENV_ERROR="a second venv was made" -- --jetpack 7 --venv "$tmp/jp7-venv" \
+  --index-url https://example.invalid/sbsa/cu130
+expect_rc 0; expect_no_trap
+expect_no_output 'making the venv'
+expect_output 'installing torch==2\.11\.0 and onnxruntime-gpu==1\.25\.1 from https://example\.invalid/sbsa/cu130'
+report "--jetpack 7 again: the venv reused, HEADROOM_JP7_TORCH and --index-url honoured"
+
+release 36 4
+run HEADROOM_NV_TEGRA_RELEASE="$tmp/nv_tegra_release" STUB_SITE="$jp7_site" STUB_LOG="$tmp/pip.log" -- \
+  --jetpack 7 --venv "$tmp/jp7-venv-36"
+expect_rc 1; expect_no_trap
+expect_output 'says R36 \(release\), REVISION: 4.*JetPack 6 or older; its route is this script without --jetpack'
+[ ! -e "$tmp/jp7-venv-36" ] || problems+=("a venv was made on JetPack 6")
+report "--jetpack 7 on L4T R36.4 (JetPack 6): refused before any venv, naming the route, exit 1"
+
+release 39 2.1
+run HEADROOM_NV_TEGRA_RELEASE="$tmp/nv_tegra_release" STUB_SITE="$jp7_site" STUB_LOG="$tmp/pip.log" \
+  STUB_VENV_ERROR="The virtual environment was not created successfully because ensurepip is not available." -- \
+  --jetpack 7 --venv "$tmp/jp7-venv-noensurepip"
+expect_rc 1; expect_no_trap
+expect_fixed "ensurepip is not available"
+expect_output 'What to do: apt-get install python3\.12-venv'
+report "--jetpack 7 without python3.12-venv: Python's words and the package to install, exit 1"
+
+run HEADROOM_NV_TEGRA_RELEASE="$tmp/nv_tegra_release" STUB_SITE="$jp7_site" STUB_LOG="$tmp/pip.log" \
+  STUB_PIP_ERROR="ERROR: No matching distribution found for torch==2.12.0" -- --jetpack 7 --venv "$tmp/jp7-venv-nopip"
+expect_rc 1; expect_no_trap
+expect_fixed "No matching distribution found for torch==2.12.0"
+expect_output 'pip could not install torch==2\.12\.0 and onnxruntime-gpu==1\.25\.1 from https://pypi\.jetson-ai-lab\.io/jp7/cu132.*HEADROOM_JP7_TORCH'
+report "--jetpack 7 when the index has no such torch: pip's words, the index and how to pick another version, exit 1"
+
+run -- --jetpack 7 --libtorch "$site/torch"
+expect_rc 1; expect_no_trap
+expect_output '--jetpack 7 installs torch and onnxruntime-gpu itself: not with --libtorch'
+report "--jetpack 7 with --libtorch: refused, exit 1"
+
+run -- --jetpack 5
+expect_rc 1; expect_no_trap
+expect_output '--jetpack 5: only 7'
+report "--jetpack 5: refused, exit 1"
+
 if [ "$skipped" -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped"; else echo "$passed passed, $failed failed"; fi
 [ "$failed" = 0 ]
