@@ -12,7 +12,7 @@
 # shellcheck source=../lib/errtrap.sh
 source "$(dirname "$0")/../lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 threads=2 images=256 runs=3 device=cpu out=runs/bench/label-runtime
 headroom=${HEADROOM:-${CARGO_TARGET_DIR:-$root/target}/release/headroom}
 teachers=() sizes=()
