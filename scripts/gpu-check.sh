@@ -396,16 +396,7 @@ out_of_time() {
   record "$1" SKIP 0.0 "time budget (${budget} s) spent"
 }
 
-# --- data -----------------------------------------------------------------------------------
-synth="$work/synth"
-if ! out_of_time "synth" 60; then
-  run_timed "synth" "$LIMIT" "$out/logs/synth.log" "$bin" synth --out "$synth" --preset field --seed 7 --train 32 --val 16
-  if [ "$RC" = 0 ] && [ -f "$synth/data.yaml" ]; then record "synth" PASS "$SECS" "32 train + 16 val field images"
-  else record "synth" FAIL "$SECS" "exit $RC: $(last_line "$out/logs/synth.log")"; fi
-fi
-have_data=0; [ -f "$synth/data.yaml" ] && have_data=1
-
-# --- doctor ---------------------------------------------------------------------------------
+# --- doctor, first: the GPU code carried and real kernels launched --------------------------
 if ! out_of_time "doctor" 120; then
   run_timed "doctor" "$LIMIT" "$out/logs/doctor.log" "$bin" doctor --json --model "$teacher"
   json_of_log "$out/logs/doctor.log" "$work/doctor.json"
@@ -421,6 +412,15 @@ if ! out_of_time "doctor" 120; then
   elif [ "$RC" = 124 ]; then record "doctor" FAIL "$SECS" "timed out after $LIMIT s"
   else record "doctor" FAIL "$SECS" "exit $RC; onnxruntime ok=$ort_ok; libtorch: ${torch_detail:-$(last_line "$out/logs/doctor.log")}; gpu code: $code_detail; gpu: $gpu_detail"; fi
 fi
+
+# --- data -----------------------------------------------------------------------------------
+synth="$work/synth"
+if ! out_of_time "synth" 60; then
+  run_timed "synth" "$LIMIT" "$out/logs/synth.log" "$bin" synth --out "$synth" --preset field --seed 7 --train 32 --val 16
+  if [ "$RC" = 0 ] && [ -f "$synth/data.yaml" ]; then record "synth" PASS "$SECS" "32 train + 16 val field images"
+  else record "synth" FAIL "$SECS" "exit $RC: $(last_line "$out/logs/synth.log")"; fi
+fi
+have_data=0; [ -f "$synth/data.yaml" ] && have_data=1
 
 # The providers the ONNX Runtime headroom loaded was built with, as doctor names them ("providers:
 # Azure, CPU"): a provider it lacks is skipped with the reason (a bundle's CPU-only ONNX Runtime),
