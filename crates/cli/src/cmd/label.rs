@@ -180,15 +180,14 @@ fn torch_device(args: &Args) -> anyhow::Result<Option<headroom_train::tch::Devic
             Ok(Some(torch(device)?))
         }
         RuntimeArg::Auto => {
-            if args.provider.ep.is_some() || device == DeviceChoice::Cpu || !headroom_train::cuda_available()
-            {
+            let asked_providers = args.provider.ep.is_some();
+            if asked_providers || device == DeviceChoice::Cpu || !headroom_train::cuda_available() {
                 return Ok(None);
             }
             let (built, _) = headroom_infer::provider::gpu_available();
             let loaded = headroom_infer::runtime::environment().is_ok();
-            let providers = headroom_infer::runtime::available_providers();
-            let gpu_provider = providers.iter().any(|p| p.starts_with("CUDA") || p.starts_with("Tensorrt"));
-            if built && loaded && gpu_provider {
+            let providers = if loaded { headroom_infer::runtime::available_providers() } else { Vec::new() };
+            if !torch_in_auto(device, asked_providers, true, built, &providers) {
                 return Ok(None);
             }
             let device = torch(match device {
@@ -206,6 +205,46 @@ fn torch_device(args: &Args) -> anyhow::Result<Option<headroom_train::tch::Devic
             );
             Ok(Some(device))
         }
+    }
+}
+
+/// `--runtime auto`'s rule: torch when the device may be a GPU (`cuda`, `cuda:N` or `auto`), no
+/// `--ep` named ONNX Runtime's providers, libtorch sees a GPU, and ONNX Runtime cannot reach it
+/// (this build has no GPU provider compiled in, or the loaded library lists neither CUDA nor
+/// TensorRT: a Jetson bundle's CPU-only ONNX Runtime).
+#[cfg(feature = "onnxruntime")]
+fn torch_in_auto(
+    device: headroom_plan::DeviceChoice,
+    asked_providers: bool,
+    libtorch_gpu: bool,
+    ort_gpu_built: bool,
+    ort_providers: &[String],
+) -> bool {
+    let ort_gpu =
+        ort_gpu_built && ort_providers.iter().any(|p| p.starts_with("CUDA") || p.starts_with("Tensorrt"));
+    device != headroom_plan::DeviceChoice::Cpu && !asked_providers && libtorch_gpu && !ort_gpu
+}
+
+#[cfg(all(test, feature = "onnxruntime"))]
+mod tests {
+    use super::torch_in_auto;
+    use headroom_plan::DeviceChoice;
+
+    #[test]
+    fn auto_runs_torch_only_for_a_gpu_that_onnx_runtime_cannot_reach() {
+        let cpu_only = ["AzureExecutionProvider".to_string(), "CPUExecutionProvider".to_string()];
+        let gpu = ["TensorrtExecutionProvider".to_string(), "CUDAExecutionProvider".to_string()];
+        // A Jetson bundle: libtorch sees the GPU, ONNX Runtime is PyPI's CPU build.
+        assert!(torch_in_auto(DeviceChoice::Auto, false, true, false, &cpu_only));
+        assert!(torch_in_auto(DeviceChoice::Cuda(Some(0)), false, true, true, &cpu_only));
+        // onnxruntime-gpu with its providers (JetPack 6's): ONNX Runtime, as before.
+        assert!(!torch_in_auto(DeviceChoice::Auto, false, true, true, &gpu));
+        // A build without the CUDA feature cannot use the providers the library has.
+        assert!(torch_in_auto(DeviceChoice::Auto, false, true, false, &gpu));
+        // The CPU, --ep given, or no GPU for libtorch: ONNX Runtime.
+        assert!(!torch_in_auto(DeviceChoice::Cpu, false, true, false, &cpu_only));
+        assert!(!torch_in_auto(DeviceChoice::Auto, true, true, false, &cpu_only));
+        assert!(!torch_in_auto(DeviceChoice::Auto, false, false, false, &cpu_only));
     }
 }
 
