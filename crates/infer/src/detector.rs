@@ -68,15 +68,11 @@ impl Detector {
         let output = session.outputs().first().ok_or_else(|| meta_err("the model has no output".into()))?;
         let output_shape: Vec<i64> = output.dtype().tensor_shape().map(|s| s.to_vec()).unwrap_or_default();
         let input_batch = input_shape.first().copied().unwrap_or(1);
-        let input_size = match input_shape[..] {
-            [_, 3, h, w] if h > 0 && w > 0 => (w as u32, h as u32),
-            [_, 3, _, _] => metadata.imgsz.map(|[h, w]| (w, h)).unwrap_or((640, 640)),
-            _ => {
-                return Err(Error::NotADetector {
-                    shape: input_shape,
-                    reason: "expected an image input [batch, 3, height, width]".into(),
-                });
-            }
+        let Some(input_size) = crate::label::teacher::input_size_of(&input_shape, &metadata) else {
+            return Err(Error::NotADetector {
+                shape: input_shape,
+                reason: "expected an image input [batch, 3, height, width]".into(),
+            });
         };
         // Check the layout now when the output shape is static.
         if output_shape.iter().skip(1).all(|d| *d > 0) {
@@ -163,10 +159,7 @@ impl Detector {
 
     /// The output layout, from the declared output shape when it is static.
     pub fn declared_layout(&self) -> Option<OutputLayout> {
-        if self.output_shape.len() != 3 || self.output_shape.iter().skip(1).any(|d| *d <= 0) {
-            return None;
-        }
-        OutputLayout::detect(&self.output_shape, self.metadata.names.as_ref().map(Vec::len)).ok()
+        crate::label::teacher::declared_layout_of(&self.output_shape, &self.metadata)
     }
 
     /// The output layout of an output of `shape` `[batch, d1, d2]`.
@@ -247,6 +240,31 @@ impl Detector {
             });
         }
         Ok((data.to_vec(), shape))
+    }
+}
+
+/// The labelling pipeline runs ONNX Runtime's detector as it runs libtorch's.
+impl crate::label::TeacherModel for Detector {
+    fn path(&self) -> &Path {
+        Detector::path(self)
+    }
+    fn metadata(&self) -> &ModelMetadata {
+        Detector::metadata(self)
+    }
+    fn input_size(&self) -> (u32, u32) {
+        Detector::input_size(self)
+    }
+    fn static_batch(&self) -> Option<usize> {
+        Detector::static_batch(self)
+    }
+    fn declared_layout(&self) -> Option<OutputLayout> {
+        Detector::declared_layout(self)
+    }
+    fn run_batch(&mut self, input: ArrayView4<'_, f32>) -> Result<(Vec<f32>, Vec<usize>)> {
+        Detector::run_batch(self, input)
+    }
+    fn runs_on(&self) -> (crate::label::LabelRuntime, ExecutionProvider, bool) {
+        (crate::label::LabelRuntime::Onnxruntime, self.provider(), false)
     }
 }
 

@@ -31,8 +31,9 @@ impl TorchTeacher {
     /// Opens the teacher at `path` on `device`, in half precision (fp16 autocast) on CUDA, in float
     /// on the CPU.
     pub fn open(path: &Path, device: Device) -> Result<TorchTeacher> {
-        let model = Model::load(path)
-            .map_err(|e| Error::Input { path: path.to_path_buf(), reason: e.to_string() })?;
+        // The model's errors name the file: say only which flag gave it.
+        let model =
+            Model::load(path).map_err(|e| Error::Spec { key: "--teacher".into(), reason: e.to_string() })?;
         let fail = |reason: String| Error::Input { path: path.to_path_buf(), reason };
         let dims = |shape: Option<&Vec<Dim>>| -> Vec<i64> {
             shape.map_or_else(Vec::new, |s| {
@@ -47,15 +48,10 @@ impl TorchTeacher {
         let input = dims(model.graph.inputs.first().and_then(|i| i.shape.as_ref()));
         let output_shape = dims(model.graph.outputs.first().and_then(|o| o.shape.as_ref()));
         // As ONNX Runtime's detector: the static input size, else the metadata's, else 640.
-        let input_size = match input[..] {
-            [_, 3, h, w] if h > 0 && w > 0 => (w as u32, h as u32),
-            [_, 3, _, _] => model.metadata.imgsz.map(|[h, w]| (w, h)).unwrap_or((640, 640)),
-            _ => {
-                return Err(fail(format!(
-                    "expected an image input [batch, 3, height, width], not {input:?}"
-                )));
-            }
-        };
+        let input_size =
+            headroom_infer::label::teacher::input_size_of(&input, &model.metadata).ok_or_else(|| {
+                fail(format!("expected an image input [batch, 3, height, width], not {input:?}"))
+            })?;
         let static_batch = input.first().and_then(|b| usize::try_from(*b).ok()).filter(|b| *b > 1);
         let inference = InferenceModel::new(&model, device, device != Device::Cpu)?;
         Ok(TorchTeacher {
@@ -89,10 +85,7 @@ impl TeacherModel for TorchTeacher {
     }
 
     fn declared_layout(&self) -> Option<OutputLayout> {
-        if self.output_shape.len() != 3 || self.output_shape.iter().skip(1).any(|d| *d <= 0) {
-            return None;
-        }
-        OutputLayout::detect(&self.output_shape, self.metadata.names.as_ref().map(Vec::len)).ok()
+        headroom_infer::label::teacher::declared_layout_of(&self.output_shape, &self.metadata)
     }
 
     fn run_batch(&mut self, input: ArrayView4<'_, f32>) -> headroom_infer::Result<(Vec<f32>, Vec<usize>)> {

@@ -1,5 +1,5 @@
 //! What labelling needs of a teacher, whichever runtime runs it: ONNX Runtime
-//! ([`crate::detector::Detector`]) or headroom's libtorch executor (`headroom label --runtime
+//! (`detector::Detector`) or headroom's libtorch executor (`headroom label --runtime
 //! torch`, `headroom_run::label_torch`). The pipeline sends letterboxed batches and reads the
 //! first output; decoding, NMS and writing are the same for both.
 
@@ -30,6 +30,26 @@ impl std::fmt::Display for LabelRuntime {
             LabelRuntime::Torch => "torch",
         })
     }
+}
+
+/// A detector's input width and height from its declared input shape (`[batch, 3, H, W]`, -1 for
+/// a dynamic dimension), as both runtimes read it: the static size, else the metadata's `imgsz`,
+/// else 640. `None` when the input is no image.
+pub fn input_size_of(input_shape: &[i64], metadata: &ModelMetadata) -> Option<(u32, u32)> {
+    match *input_shape {
+        [_, 3, h, w] if h > 0 && w > 0 => Some((w as u32, h as u32)),
+        [_, 3, _, _] => Some(metadata.imgsz.map(|[h, w]| (w, h)).unwrap_or((640, 640))),
+        _ => None,
+    }
+}
+
+/// The output layout a declared output shape (`[batch, d1, d2]`, -1 for dynamic) tells, when its
+/// last two dimensions are static.
+pub fn declared_layout_of(output_shape: &[i64], metadata: &ModelMetadata) -> Option<OutputLayout> {
+    if output_shape.len() != 3 || output_shape.iter().skip(1).any(|d| *d <= 0) {
+        return None;
+    }
+    OutputLayout::detect(output_shape, metadata.names.as_ref().map(Vec::len)).ok()
 }
 
 /// A teacher model the labelling pipeline runs on batches of letterboxed images.
@@ -70,30 +90,5 @@ pub trait TeacherModel: Send {
         let (w, h) = self.input_size();
         let input = ndarray::Array4::<f32>::zeros((rows, 3, h as usize, w as usize));
         self.run_batch(input.view()).map(|_| ())
-    }
-}
-
-#[cfg(feature = "onnxruntime")]
-impl TeacherModel for crate::detector::Detector {
-    fn path(&self) -> &Path {
-        crate::detector::Detector::path(self)
-    }
-    fn metadata(&self) -> &ModelMetadata {
-        crate::detector::Detector::metadata(self)
-    }
-    fn input_size(&self) -> (u32, u32) {
-        crate::detector::Detector::input_size(self)
-    }
-    fn static_batch(&self) -> Option<usize> {
-        crate::detector::Detector::static_batch(self)
-    }
-    fn declared_layout(&self) -> Option<OutputLayout> {
-        crate::detector::Detector::declared_layout(self)
-    }
-    fn run_batch(&mut self, input: ArrayView4<'_, f32>) -> Result<(Vec<f32>, Vec<usize>)> {
-        crate::detector::Detector::run_batch(self, input)
-    }
-    fn runs_on(&self) -> (LabelRuntime, crate::provider::ExecutionProvider, bool) {
-        (LabelRuntime::Onnxruntime, self.provider(), false)
     }
 }
