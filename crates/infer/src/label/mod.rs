@@ -24,4 +24,6 @@ pub use manifest::{LabelCounts, LabelManifest, LabelSettings, TeacherInfo};
 #[cfg(feature = "onnxruntime")]
 pub use run::{LabelRequest, label_folder};
 pub use split::SplitSummary;
-pub use teacher::{LabelRuntime, TeacherModel};
+pub use teacher::LabelRuntime;
+#[cfg(feature = "onnxruntime")]
+pub use teacher::TeacherModel;

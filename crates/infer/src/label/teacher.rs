@@ -3,12 +3,16 @@
 //! torch`, `headroom_run::label_torch`). The pipeline sends letterboxed batches and reads the
 //! first output; decoding, NMS and writing are the same for both.
 
+#[cfg(feature = "onnxruntime")]
 use std::path::Path;
 
+#[cfg(feature = "onnxruntime")]
 use headroom_core::letterbox::LetterboxOptions;
 use headroom_onnx::ModelMetadata;
+#[cfg(feature = "onnxruntime")]
 use ndarray::ArrayView4;
 
+#[cfg(feature = "onnxruntime")]
 use crate::Result;
 use crate::decode::OutputLayout;
 
@@ -52,7 +56,8 @@ pub fn declared_layout_of(output_shape: &[i64], metadata: &ModelMetadata) -> Opt
     OutputLayout::detect(output_shape, metadata.names.as_ref().map(Vec::len)).ok()
 }
 
-/// A teacher model the labelling pipeline runs on batches of letterboxed images.
+/// A teacher model the labelling pipeline runs (feature `onnxruntime`, which the pipeline needs) on batches of letterboxed images.
+#[cfg(feature = "onnxruntime")]
 pub trait TeacherModel: Send {
     /// The model file.
     fn path(&self) -> &Path;
