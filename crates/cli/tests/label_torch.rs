@@ -4,6 +4,7 @@
 //! several families, at least 99 % of ONNX Runtime's boxes have a label of the same class with
 //! IoU ≥ 0.9 (and no more than 1 % extra), and the kept boxes' and the pre-NMS candidates' class
 //! scores agree within 1e-4.
+#![cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 
 #[allow(dead_code)]
 mod common;
