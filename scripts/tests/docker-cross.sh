@@ -139,6 +139,9 @@ for documented in $(grep -o -- '--build-arg [A-Z_0-9]*' "$root/docs/DOCKER.md" |
 done
 grep -q 'scripts/jetson-bundle.sh' "$root/docker/Dockerfile.jetson" && [ -x "$root/scripts/jetson-bundle.sh" ] \
   || fail "Dockerfile.jetson's build stage must run scripts/jetson-bundle.sh (the tested route)"
+# Images a changed Dockerfile left untagged (2.5 GB each with vfs) and the Jetson check's partial
+# build: gone, so the cache does not grow run after run.
+"${engine[@]}" image prune -f > /dev/null 2>&1 || true
 echo "docker-cross.sh: Dockerfile.jetson parses; its first stage refused a non-Ubuntu base with its own message; its ARGs: $(tr '\n' ' ' <<<"$args")" >&2
 
 echo "docker-cross.sh: PASS in ${SECONDS}s: the cross image builds, cross-builds headroom for aarch64 with an empty cargo home, and runs it and the pure crates' tests under qemu"
