@@ -94,16 +94,6 @@ impl Detector {
         })
     }
 
-    /// Runs one batch of `rows` blank images and drops the result: ONNX Runtime allocates its
-    /// buffers (and the TensorRT provider builds its engine) on the first call, which should not
-    /// count as labelling time.
-    pub fn warm_up(&mut self, rows: usize) -> Result<()> {
-        let rows = self.static_batch().unwrap_or(rows.max(1));
-        let (w, h) = (self.input_size.0 as usize, self.input_size.1 as usize);
-        let input = ndarray::Array4::<f32>::zeros((rows, 3, h, w));
-        self.run_batch(input.view()).map(|_| ())
-    }
-
     /// The model's metadata (class names, stride, ...).
     pub fn metadata(&self) -> &ModelMetadata {
         &self.metadata

@@ -88,8 +88,9 @@ pub trait TeacherModel: Send {
         LetterboxOptions { width, height, ..LetterboxOptions::square(width) }
     }
 
-    /// Runs one batch of `rows` blank images and drops the result, so that allocation (and an
-    /// engine build, a CUDA context) does not count as labelling time.
+    /// Runs one batch of `rows` blank images and drops the result: ONNX Runtime allocates its
+    /// buffers (and the TensorRT provider builds its engine, libtorch its CUDA context) on the
+    /// first call, which should not count as labelling time.
     fn warm_up(&mut self, rows: usize) -> Result<()> {
         let rows = self.static_batch().unwrap_or(rows.max(1));
         let (w, h) = self.input_size();
