@@ -45,31 +45,38 @@ pub struct Cli {
 /// not as an unknown flag `-1`).
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Generate a synthetic shapes dataset in the Ultralytics layout (deterministic by seed).
+    /// Make a synthetic shapes dataset in the Ultralytics layout: the `base` scenes unless
+    /// `--preset` says otherwise, deterministic by seed (docs/SYNTH.md).
     #[command(allow_negative_numbers = true)]
     Synth(synth::Args),
-    /// Pseudo-label a folder of images with a teacher ONNX detector (labels, soft scores, manifest).
+    /// Pseudo-label a folder of images with a teacher detector: YOLO labels, soft class scores, a
+    /// manifest and a seeded held-out val split; resumable (docs/LABEL.md).
     #[command(allow_negative_numbers = true)]
     Label(label::Args),
-    /// Fine-tune an ONNX detector's head on a dataset and write the same ONNX back (best.onnx).
+    /// Fine-tune an ONNX detector on a dataset — every layer by default, with Ultralytics' loss and
+    /// augmentation — and write the same ONNX back (best.onnx, last.onnx) (docs/TRAIN.md).
     #[command(allow_negative_numbers = true)]
     Train(Box<train::Args>),
-    /// Will training fit? Memory of each configuration of the fit ladder, from the graph, against a
-    /// device's budget; exit 1 when nothing fits.
+    /// Will training fit? Each configuration's memory, estimated from the graph, against a board's
+    /// budget; the one `train --plan auto` would run; exit 1 when nothing fits (docs/PLAN.md).
     #[command(allow_negative_numbers = true)]
     Plan(plan::Args),
-    /// Evaluate an ONNX detector on a labelled dataset: precision, recall, mAP50, mAP50-95.
+    /// Evaluate an ONNX detector on a labelled dataset in ONNX Runtime: precision, recall, mAP50 and
+    /// mAP50-95 per class, as Ultralytics' `val` computes them.
     #[command(allow_negative_numbers = true)]
     Eval(eval::Args),
-    /// Export a detector for deployment: FP16 and INT8 (Q/DQ + TensorRT cache) ONNX, TensorRT engines.
+    /// Export a detector for deployment: FP16 and INT8 ONNX (Q/DQ + TensorRT calibration cache),
+    /// each checked against the FP32 file; TensorRT engines with `--engine` (docs/ONNX.md).
     #[command(allow_negative_numbers = true)]
     Export(export::Args),
-    /// Describe an ONNX detector: family, input, classes, Detect head, modules, freeze points.
+    /// Describe an ONNX detector (family, input, classes, Detect head, modules, freeze points);
+    /// `--check`: does headroom's training engine run it as ONNX Runtime does? (docs/ONNX.md)
     Inspect(inspect::Args),
-    /// Check that the native libraries (ONNX Runtime, libtorch) load and work.
+    /// Check that ONNX Runtime and libtorch load and compute, which GPU code libtorch carries, and
+    /// run real work on a visible GPU (docs/GPU.md).
     Doctor(doctor::Args),
-    /// The field loop: label new images, plan, train, export, and deploy only when a gate on a
-    /// holdout and the old scenes passes; rollback; a systemd timer (docs/FIELD.md).
+    /// The nightly field loop: label new images, plan, train, export, and deploy only a gain that a
+    /// gate on a holdout and the old scenes accepts; rollback; a systemd timer (docs/FIELD.md).
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     Field(field::Args),
 }

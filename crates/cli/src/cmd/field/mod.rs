@@ -43,17 +43,21 @@ pub struct Args {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 pub enum FieldCommand {
-    /// One field retrain: label → plan → train → export → gate → deploy only if better.
+    /// One night of the loop: label → plan → train → export → gate → deploy only if better.
+    ///
     /// Exit 0 when it ends (deployed or kept), 2 on an error (nothing half-deployed; a rerun
     /// continues), 3 when another field run holds the lock, 130/143 when stopped by a signal.
+    /// docs/FIELD.md.
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
-    /// Put the previous model (`DEPLOYED.prev`) back; the one rolled back from becomes the previous
-    /// one, so a second rollback undoes the first. `.prev` must be a detector with the deployed
-    /// model's classes and input size; with no deployed file, `.prev` is put in its place.
+    /// Put the previous model (`DEPLOYED.prev`) back; a second rollback undoes the first.
+    ///
+    /// The one rolled back from becomes the previous one. `.prev` must be a detector with the
+    /// deployed model's classes and input size; with no deployed file, `.prev` is put in its place.
     Rollback(RollbackArgs),
-    /// The deploy gate alone: would CANDIDATE replace the deployed model? Evaluates both on the
-    /// holdout (and the old scenes) as `field run` does; exit 0 when it would deploy, 1 when not.
+    /// The deploy gate alone: would CANDIDATE replace the deployed model? Exit 0 yes, 1 no.
+    ///
+    /// Evaluates both on the holdout (and the old scenes) as `field run` does.
     #[command(allow_negative_numbers = true)]
     Gate(GateArgs),
     /// Write a systemd service and timer that run `headroom field run` with these flags every night.
