@@ -35,15 +35,17 @@ pub enum Rung {
 
 impl fmt::Display for Rung {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rung::Start => f.write_str("start"),
-            Rung::Batch(b) => write!(f, "batch {b}"),
-            Rung::Checkpoint => f.write_str("checkpoint"),
-            Rung::Amp => f.write_str("amp"),
-            Rung::Train(t) => write!(f, "train {t}"),
-            Rung::Cache => f.write_str("cache"),
-            Rung::Imgsz(s) => write!(f, "imgsz {s}"),
-        }
+        // `pad` honours the caller's width and alignment (`{:<16}` in plan's table).
+        let text = match self {
+            Rung::Start => "start".to_owned(),
+            Rung::Batch(b) => format!("batch {b}"),
+            Rung::Checkpoint => "checkpoint".to_owned(),
+            Rung::Amp => "amp".to_owned(),
+            Rung::Train(t) => format!("train {t}"),
+            Rung::Cache => "cache".to_owned(),
+            Rung::Imgsz(s) => format!("imgsz {s}"),
+        };
+        f.pad(&text)
     }
 }
 

@@ -40,11 +40,11 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(32..=8192))]
     pub imgsz: Option<u32>,
     /// Batch the ladder starts from (as `headroom train --batch`; it halves the batch first;
-    /// accumulation keeps the nominal 64).
+    /// accumulation keeps the nominal batch).
     #[arg(long, default_value_t = DEFAULT_BATCH, value_name = "N")]
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub batch: usize,
-    /// Start with the head's activations kept for backward (as `headroom train --no-checkpoint`);
+    /// Start with every activation kept for backward (as `headroom train --no-checkpoint`);
     /// the ladder turns checkpointing on when memory asks for it.
     #[arg(long)]
     pub no_checkpoint: bool,

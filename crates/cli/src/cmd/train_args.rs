@@ -212,18 +212,18 @@ pub struct Args {
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub save_interval: Option<f64>,
     /// Old-domain data to replay against forgetting: each epoch adds a seeded sample of this dataset's
-    /// train split to the new images (docs/TRAIN.md: without it a field retrain lost 21.6 points on
-    /// the old scenes, with as many replayed images 0.65).
+    /// train split to the new images (docs/TRAIN.md "Forgetting: `--replay` and `--anchor`").
     #[arg(long, value_name = "OLD.yaml")]
     pub replay: Option<PathBuf>,
     /// Replayed images per new image and epoch (with --replay) [default: 1].
     #[arg(long, requires = "replay")]
     #[arg(value_parser = super::provider_args::number_arg::<f64>)]
     pub replay_fraction: Option<f64>,
-    /// Keep the head's activations for backward instead of recomputing them (faster, more memory).
+    /// Keep every activation for backward instead of recomputing the checkpointed segments' (faster,
+    /// more memory).
     #[arg(long)]
     pub no_checkpoint: bool,
-    /// Seed of the data order and flips [default: 0].
+    /// Seed of the data order and the augmentation [default: 0].
     #[arg(long, value_parser = super::provider_args::whole_arg::<u64>)]
     pub seed: Option<u64>,
     /// Parent folder of runs.
