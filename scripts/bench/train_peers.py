@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Ultralytics peer of `headroom train`: same starting weights, same data, same evaluator.
 
-Why: docs/BENCHMARKS.md ("Fine-tuning rate, do no harm and forgetting") measures headroom's head
+Why: docs/BENCHMARKS.md "Do no harm" measures headroom's head
 fine-tune alone; this is what Ultralytics itself does with the same student, the same images and
 `freeze=10` (backbone frozen: neck + head train), scored by `headroom eval` as headroom's runs are.
 

@@ -106,7 +106,7 @@ pub fn free_bytes(path: &Path) -> crate::Result<u64> {
 /// What a night's training and export write, from the model's size: checkpoints (`last.pt`: the
 /// model, its EMA and the optimiser's two moments), `best.onnx` and `last.onnx`, the FP16 and INT8
 /// exports and an engine, plus 64 MiB for plots, logs and caches. Measured on the demo models
-/// (docs/BENCHMARKS.md "The field loop's disk").
+/// (docs/BENCHMARKS.md "Field loop gate kills and nights": the state folder).
 pub fn needed_bytes(model_bytes: u64) -> u64 {
     model_bytes.saturating_mul(10).saturating_add(64 << 20)
 }

@@ -36,7 +36,7 @@ pub fn accumulate(config: &TrainConfig) -> usize {
 }
 
 /// Optimiser steps a run should make at least: what `--nbs auto` sizes accumulation for. 1,000 by
-/// measurement (docs/BENCHMARKS.md "Adaptation, fourth round"): on the demo's field retrain (100
+/// measurement (docs/history/BENCHMARKS-rounds.md "Adaptation, fourth round"): on the demo's field retrain (100
 /// images a pass, 30 epochs) 1,500 steps recovered 40 % of the gap where 375 recovered 21 %.
 pub const TARGET_STEPS: usize = 1000;
 
