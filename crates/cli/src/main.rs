@@ -3,6 +3,11 @@
 
 mod cmd;
 
+// The docs test (README and docs/ against this binary's flags and the benchmarks), kept out of src/.
+#[cfg(all(test, feature = "onnxruntime", feature = "libtorch"))]
+#[path = "../tests/unit/docs.rs"]
+mod docs_test;
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
