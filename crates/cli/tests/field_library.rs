@@ -35,6 +35,9 @@ mod with_libraries {
         at: Option<At>,
         /// A step whose child is made to fail (its arguments broken), every time.
         failing: Option<Step>,
+        /// Before this step starts, another updater moves its model over the deployed path
+        /// (`mv THEIRS DEPLOYED`), as a service's own update does.
+        updater: Option<(Step, PathBuf, PathBuf)>,
     }
 
     const KILLED: &str = "killed by the test";
@@ -42,7 +45,12 @@ mod with_libraries {
     impl KillingRunner {
         fn new(at: Option<At>) -> KillingRunner {
             let exe = PathBuf::from(env!("CARGO_BIN_EXE_headroom"));
-            KillingRunner { inner: ChildRunner::new(exe, true, Box::new(|| None)), at, failing: None }
+            KillingRunner {
+                inner: ChildRunner::new(exe, true, Box::new(|| None)),
+                at,
+                failing: None,
+                updater: None,
+            }
         }
     }
 
@@ -61,6 +69,9 @@ mod with_libraries {
         }
 
         fn starting(&mut self, step: Step) {
+            if let Some((_, theirs, deployed)) = self.updater.as_ref().filter(|(at, ..)| *at == step) {
+                std::fs::rename(theirs, deployed).expect("the other updater's mv");
+            }
             if self.at == Some(At::Before(step)) {
                 std::panic::panic_any(KILLED);
             }
@@ -233,6 +244,35 @@ mod with_libraries {
         assert_eq!(fresh.done, vec![Step::Label, Step::Plan]);
         assert!(fresh.failure.is_none());
         assert_eq!(sha(&night.deployed), scene.original);
+    }
+
+    /// A model given to the service by someone else while the run trains or exports (a routine
+    /// update) is neither overwritten nor a failure: the night ends 0 as superseded, naming it.
+    #[test]
+    fn a_model_deployed_by_another_updater_during_the_run_supersedes_it_and_the_night_ends_well() {
+        let scene = scene();
+        let night = night(&scene);
+        for step in [Step::Eval, Step::Deploy] {
+            if night.work.exists() {
+                std::fs::remove_dir_all(&night.work).expect("a fresh state folder");
+            }
+            std::fs::copy(repo_root().join("models/demo/yolov8n-shapes-160.onnx"), &night.deployed)
+                .expect("copy");
+            assert_eq!(sha(&night.deployed), scene.original);
+            let theirs = scene.root.join("theirs.onnx");
+            std::fs::copy(repo_root().join("models/demo/teacher-shapes-160.onnx"), &theirs).expect("copy");
+            let their_sha = sha(&theirs);
+            let mut runner = KillingRunner::new(None);
+            runner.updater = Some((step, theirs, night.deployed.clone()));
+            let outcome =
+                start(&night, &mut runner).expect("no kill").expect("the night ends without an error");
+            let Outcome::Finished(summary) = outcome else { panic!("stopped: {outcome:?}") };
+            assert_eq!(summary.decision, Decision::Superseded, "{step}: {summary:?}");
+            assert_eq!(sha(&night.deployed), their_sha, "{step}: the other updater's model stays");
+            assert_eq!(summary.deployed_sha256, their_sha);
+            assert!(summary.previous.is_none(), "{summary:?}");
+            assert!(night.work.join("run/train/best.onnx").is_file(), "the candidate is kept");
+        }
     }
 
     /// The gate through the library, in process: a candidate identical to the deployed model gains

@@ -91,6 +91,35 @@ pub fn write_atomic_owned(path: &Path, bytes: &[u8], ownership: Ownership) -> Re
     })
 }
 
+/// [`write_atomic_owned`], asking `still` between the synced temporary and the rename whether the
+/// replacement is still wanted: when it answers `false` (the file to be replaced changed meanwhile,
+/// say), the temporary is removed, `path` is left as it is, and the answer is `false`.
+#[cfg(unix)]
+pub fn write_atomic_owned_if(
+    path: &Path,
+    bytes: &[u8],
+    ownership: Ownership,
+    still: impl FnOnce() -> Result<bool>,
+) -> Result<bool> {
+    let tmp = write_temporary_with(path, bytes, true, |file| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::os::unix::fs::fchown(file, Some(ownership.uid), Some(ownership.gid))?;
+        file.set_permissions(std::fs::Permissions::from_mode(ownership.mode))
+    })?;
+    let wanted = still().inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    if !wanted {
+        std::fs::remove_file(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        return Ok(false);
+    }
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, e)
+    })?;
+    Ok(true)
+}
+
 /// The temporary beside `path` that an atomic write goes through (`.<name>.<pid>.tmp`).
 pub fn temporary_path(path: &Path) -> PathBuf {
     let parent = match path.parent() {

@@ -56,22 +56,34 @@ fn copy_atomic(src: &Path, dst: &Path) -> crate::Result<()> {
         Some(kept) => kept,
         None => Ownership::of(src)?.with_context(|| format!("{}: no such file", src.display()))?,
     };
-    headroom_core::fsio::write_atomic_owned(&target, &bytes, ownership).with_context(|| {
-        format!(
+    headroom_core::fsio::write_atomic_owned(&target, &bytes, ownership)
+        .map_err(|e| refused_write(&target, ownership, e))?;
+    sync_folder(&target);
+    Ok(())
+}
+
+/// The rename itself, made durable.
+fn sync_folder(target: &Path) {
+    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Ok(dir) = std::fs::File::open(dir)
+    {
+        let _ = dir.sync_all();
+    }
+}
+
+/// A failed write of `target` with its owner, group and mode.
+fn refused_write(target: &Path, ownership: Ownership, e: headroom_core::Error) -> crate::Error {
+    crate::Error::Context {
+        context: format!(
             "writing {} as owner {}, group {}, mode {:04o} (those of the file it replaces): run as root \
              or as that owner",
             target.display(),
             ownership.uid,
             ownership.gid,
             ownership.mode
-        )
-    })?;
-    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty())
-        && let Ok(dir) = std::fs::File::open(dir)
-    {
-        let _ = dir.sync_all(); // the rename itself, durable
+        ),
+        source: Box::new(e.into()),
     }
-    Ok(())
 }
 
 /// Removes the temporaries a deploy or rollback killed midway left behind (`.<name>.<pid>.tmp` of
@@ -97,22 +109,80 @@ pub fn remove_stale_temporaries(deployed: &Path, work: &Path) -> crate::Result<(
     Ok(())
 }
 
-/// Makes `src` the deployed file, keeping the current one as `.prev`. Each step is a rename in the
+/// How [`swap_in`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Swap {
+    /// `src` is the deployed file (now, or already before).
+    Done,
+    /// The deployed file is not the model the run started from (replaced before the deploy, or
+    /// while it ran): it was left as it is. Its sha256.
+    Superseded(String),
+}
+
+/// What replacing a file, or writing into it, changes: device, inode, size and modification time
+/// of the file a path names (through symbolic links).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+fn identity(path: &Path) -> crate::Result<Identity> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Identity {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        len: meta.len(),
+        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+    })
+}
+
+/// Makes `src` the deployed file, keeping the current one as `.prev`, only when the deployed file
+/// is still the model the run started from (sha256 `started_from`). Each step is a rename in the
 /// deployed file's folder; rerunning after a kill at any point ends in the same state.
-pub fn swap_in(deployed: &Path, src: &Path) -> crate::Result<()> {
+///
+/// Another updater may replace the deployed file at any moment (the service's own `mv`). Its
+/// identity is taken with its hash, and checked again after `.prev` is written, immediately before
+/// the rename: any change leaves the file as it is ([`Swap::Superseded`]), so a model this run did
+/// not start from is never overwritten. `between` runs after `.prev` is written (a kill point; a
+/// test's concurrent updater).
+pub fn swap_in(
+    deployed: &Path,
+    src: &Path,
+    started_from: &str,
+    between: &mut dyn FnMut(),
+) -> crate::Result<Swap> {
     let incoming = sha256_file(src)?;
+    let before = identity(deployed)?;
     let current = sha256_file(deployed)?;
     if current == incoming {
-        return Ok(()); // already in place
+        return Ok(Swap::Done); // already in place
+    }
+    if current != started_from || identity(deployed)? != before {
+        return Ok(Swap::Superseded(current));
     }
     let previous = previous_path(deployed);
     let kept = previous.is_file() && sha256_file(&previous)? == current;
     if !kept {
         copy_atomic(deployed, &previous).context("keeping the deployed model for rollback")?;
     }
-    kill_point("deploy-swap");
-    copy_atomic(src, deployed).context("replacing the deployed model")?;
-    Ok(())
+    between();
+    let bytes = std::fs::read(src).with_context(|| format!("reading {}", src.display()))?;
+    let target = link_target(deployed)?;
+    let ownership = Ownership::of(&target)?.with_context(|| format!("{}: no such file", target.display()))?;
+    let replaced = headroom_core::fsio::write_atomic_owned_if(&target, &bytes, ownership, || {
+        Ok(identity(deployed).is_ok_and(|now| now == before))
+    })
+    .map_err(|e| refused_write(&target, ownership, e))
+    .context("replacing the deployed model")?;
+    if !replaced {
+        return Ok(Swap::Superseded(sha256_file(deployed)?));
+    }
+    sync_folder(&target);
+    Ok(Swap::Done)
 }
 
 /// `headroom field rollback`: the previous model back in place, and the one rolled back from kept
@@ -191,4 +261,86 @@ fn check_previous(previous: &Path, deployed: &Path) -> crate::Result<()> {
         return Err(refuse(format!("its input is {ph}x{pw}, the deployed model's {ch}x{cw}")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Swap, previous_path, swap_in};
+    use headroom_core::hash::sha256_hex;
+    use std::path::Path;
+
+    fn write(path: &Path, bytes: &[u8]) {
+        std::fs::write(path, bytes).expect("write");
+    }
+
+    fn read(path: &Path) -> Vec<u8> {
+        std::fs::read(path).expect("read")
+    }
+
+    /// The deployed model, the candidate, and the sha256 the run started from.
+    fn setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf, String) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let deployed = dir.path().join("model.onnx");
+        let candidate = dir.path().join("best.onnx");
+        write(&deployed, b"the model the run started from");
+        write(&candidate, b"the candidate");
+        let started = sha256_hex(b"the model the run started from");
+        (dir, deployed, candidate, started)
+    }
+
+    fn temporaries(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    }
+
+    #[test]
+    fn a_deploy_replaces_the_model_it_started_from_and_keeps_it_as_prev() {
+        let (dir, deployed, candidate, started) = setup();
+        let swap = swap_in(&deployed, &candidate, &started, &mut || {}).expect("deploy");
+        assert_eq!(swap, Swap::Done);
+        assert_eq!(read(&deployed), b"the candidate");
+        assert_eq!(read(&previous_path(&deployed)), b"the model the run started from");
+        assert!(temporaries(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn an_updater_that_moves_its_model_in_while_prev_is_written_keeps_it() {
+        let (dir, deployed, candidate, started) = setup();
+        // The service's own updater: an atomic `mv` of its model over the deployed path, landing
+        // after `.prev` is written and before the deploy's rename.
+        let theirs = dir.path().join("incoming.onnx");
+        write(&theirs, b"the updater's model");
+        let swap = swap_in(&deployed, &candidate, &started, &mut || {
+            std::fs::rename(&theirs, &deployed).expect("the updater's mv");
+        })
+        .expect("deploy");
+        assert_eq!(swap, Swap::Superseded(sha256_hex(b"the updater's model")));
+        assert_eq!(read(&deployed), b"the updater's model", "the updater's model is kept");
+        assert!(temporaries(dir.path()).is_empty(), "{:?}", temporaries(dir.path()));
+    }
+
+    #[test]
+    fn a_model_written_in_place_during_the_deploy_is_not_overwritten() {
+        let (_dir, deployed, candidate, started) = setup();
+        let swap = swap_in(&deployed, &candidate, &started, &mut || {
+            write(&deployed, b"rewritten in place, a longer model file");
+        })
+        .expect("deploy");
+        assert!(matches!(swap, Swap::Superseded(_)), "{swap:?}");
+        assert_eq!(read(&deployed), b"rewritten in place, a longer model file");
+    }
+
+    #[test]
+    fn a_model_replaced_before_the_deploy_is_left_alone_and_prev_untouched() {
+        let (_dir, deployed, candidate, started) = setup();
+        write(&deployed, b"given to the service during training");
+        let swap =
+            swap_in(&deployed, &candidate, &started, &mut || panic!("nothing is written")).expect("deploy");
+        assert_eq!(swap, Swap::Superseded(sha256_hex(b"given to the service during training")));
+        assert_eq!(read(&deployed), b"given to the service during training");
+        assert!(!previous_path(&deployed).exists());
+    }
 }

@@ -381,25 +381,28 @@ impl FieldRun {
         ChildCall { step: Step::Export, args: a, stdout_to: self.run.join("export.json"), evidence: export }
     }
 
-    /// Deploys `candidate` when the gate passed, unless the deployed file changed since the run
-    /// started (the service was given another model: never replace that).
+    /// Deploys `candidate` when the gate passed, unless the deployed file is no longer the model the
+    /// run started from (the service was given another model, before or during the deploy): that
+    /// one is never replaced, and the run ends as superseded, not as a failure.
     fn deploy(&self, gate: &GateReport, candidate: &Path, deployed: &Path) -> crate::Result<()> {
         if !gate.deploy {
             eprintln!("keeping the deployed model: {} did not hold", gate.decided_by);
             return Ok(());
         }
-        let current = headroom_core::hash::sha256_file(deployed)?;
-        let ours = [self.state.base_sha256.clone(), headroom_core::hash::sha256_file(candidate)?];
-        ensure!(
-            ours.contains(&current),
-            "{} changed since this run started (sha256 {current}, the run started from {}): not replacing \
-             it; remove {} to start over from the new model",
-            deployed.display(),
-            self.state.base_sha256,
-            self.run.display()
-        );
-        eprintln!("deploying: every condition of the gate held");
-        crate::deploy::swap_in(deployed, candidate)
+        let swap = crate::deploy::swap_in(deployed, candidate, &self.state.base_sha256, &mut || {
+            crate::faults::kill_point("deploy-swap")
+        })?;
+        match swap {
+            crate::deploy::Swap::Done => eprintln!("deployed: every condition of the gate held"),
+            crate::deploy::Swap::Superseded(now) => eprintln!(
+                "not deploying: {} was replaced since this run started (sha256 {now}; the run started from \
+                 {}): the model now there stays; this run's candidate is kept in {}",
+                deployed.display(),
+                self.state.base_sha256,
+                self.run.join("train/best.onnx").display()
+            ),
+        }
+        Ok(())
     }
 }
 

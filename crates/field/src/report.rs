@@ -16,6 +16,9 @@ pub enum Decision {
     Deployed,
     /// The deployed model stayed.
     Kept,
+    /// The gate passed, but the deployed file was replaced since the run started (the service was
+    /// given another model): that one stays, and this candidate is kept only in the run folder.
+    Superseded,
 }
 
 impl Decision {
@@ -24,6 +27,7 @@ impl Decision {
         match self {
             Decision::Deployed => "deployed",
             Decision::Kept => "kept",
+            Decision::Superseded => "superseded",
         }
     }
 }
@@ -108,7 +112,17 @@ pub fn finish(
     let export: Option<headroom_export::ExportReport> = read(run.join("export.json"));
     let label: Option<headroom_infer::label::LabelManifest> = read(run.join("label.json"));
     let counts = label.as_ref().map(|l| &l.counts);
-    let decision = if gate.deploy { Decision::Deployed } else { Decision::Kept };
+    let candidate = run.join("train/best.onnx");
+    let deployed_sha256 = headroom_core::hash::sha256_file(deployed)?;
+    // Read from the files, not kept from the deploy step: a rerun after a kill between the two
+    // comes to the same decision.
+    let decision = if !gate.deploy {
+        Decision::Kept
+    } else if headroom_core::hash::sha256_file(&candidate)? == deployed_sha256 {
+        Decision::Deployed
+    } else {
+        Decision::Superseded
+    };
     let (artefacts, engines) = match export {
         Some(export) => (export.files.into_iter().map(|f| (f.precision, f.path)).collect(), export.engines),
         None => (BTreeMap::new(), None),
@@ -124,9 +138,9 @@ pub fn finish(
         gain_interval: [gate.bootstrap.low, gate.bootstrap.high],
         old_scenes: gate.old.clone(),
         deployed: deployed.to_path_buf(),
-        deployed_sha256: headroom_core::hash::sha256_file(deployed)?,
-        previous: gate.deploy.then(|| crate::deploy::previous_path(deployed)),
-        candidate: run.join("train/best.onnx"),
+        deployed_sha256,
+        previous: (decision == Decision::Deployed).then(|| crate::deploy::previous_path(deployed)),
+        candidate,
         artefacts,
         calibration_cache: Some(run.join("export/best.int8.calib")).filter(|p| p.is_file()),
         engines,
