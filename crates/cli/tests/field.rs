@@ -10,8 +10,8 @@ mod with_libraries {
     use std::os::unix::process::ExitStatusExt as _;
     use std::path::Path;
 
-    use crate::common::field::{field_args, run, scene, sha, synth, work};
-    use crate::common::{demo_model, headroom, output_text as text, repo_root, s};
+    use crate::common::field::{add_frame, field_args, run, scene, sha, synth, work};
+    use crate::common::{demo_model, headroom, output_text as text, repo_root, s, settle_images};
 
     #[test]
     fn killed_at_every_step_the_deployed_model_stays_whole_and_reruns_finish_rollback_lock_and_gate() {
@@ -104,7 +104,9 @@ mod with_libraries {
         assert_eq!(out.status.code(), Some(3), "{}", text(&out));
         drop(lock);
 
-        // The default gate on a 1-epoch candidate: kept (within the noise), the last run archived.
+        // The default gate on a 1-epoch candidate, after the camera added a frame: kept (within the
+        // noise), the last run archived, only the new frame labelled.
+        add_frame(&scene, 31);
         let deployed_before = sha(&scene.deployed);
         let quick = field_args(&scene, Path::new("field-quick"));
         let mut quick_args = quick.clone();
@@ -122,7 +124,35 @@ mod with_libraries {
         assert_eq!(summary["decided_by"], "gain", "{summary}");
         assert_eq!(sha(&scene.deployed), deployed_before);
         assert_eq!(std::fs::read_dir(work.join("history")).expect("history").count(), 1);
-        assert!(summary["labelled"]["labelled_now"] == 0, "nothing relabelled: {summary}");
+        assert!(summary["labelled"]["labelled_now"] == 1, "only the new frame labelled: {summary}");
+
+        // A quiet night: no frame the last run was not gated on. Nothing is labelled, trained or
+        // gated again, nothing is set aside, and the night ends 0 saying so.
+        let run_state = std::fs::read(work.join("run/state.json")).expect("the last run's state");
+        let out = run(&quick_args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        let id = summary["run"].as_str().expect("run id");
+        assert!(
+            text(&out).contains(&format!("nothing new since run {id}: 21 images, all seen")),
+            "{}",
+            text(&out)
+        );
+        let night: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+        assert_eq!(night["decision"], "nothing-new", "{night}");
+        assert_eq!(std::fs::read(work.join("run/state.json")).expect("state"), run_state, "no new run");
+        assert_eq!(std::fs::read_dir(work.join("history")).expect("history").count(), 1);
+        assert_eq!(sha(&scene.deployed), deployed_before);
+        // The same frames under other names (the folder moved, a camera that renames) are not new.
+        let moved = scene.root.join("moved");
+        std::fs::rename(&scene.images, &moved).expect("move the folder");
+        std::fs::create_dir_all(&scene.images).expect("mkdir");
+        for (i, entry) in std::fs::read_dir(&moved).expect("ls").enumerate() {
+            let from = entry.expect("entry").path();
+            std::fs::copy(&from, scene.images.join(format!("renamed-{i}.png"))).expect("copy");
+        }
+        settle_images(&scene.images);
+        let out = run(&quick_args, &[]);
+        assert!(out.status.success() && text(&out).contains("nothing new since run"), "{}", text(&out));
     }
 
     #[test]

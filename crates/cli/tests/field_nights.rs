@@ -10,7 +10,7 @@ mod with_libraries {
     use std::os::unix::process::ExitStatusExt as _;
     use std::path::{Path, PathBuf};
 
-    use crate::common::field::{Scene, field_args, run, scene, sha, work};
+    use crate::common::field::{Scene, add_frame, field_args, run, scene, sha, work};
     use crate::common::{demo_model, headroom, output_text as text, repo_root, s};
 
     fn fixture(name: &str) -> PathBuf {
@@ -315,6 +315,27 @@ mod with_libraries {
         assert!(old.join(".headroom-field/m.onnx/labelled/marker").is_file(), "{}", text(&out));
     }
 
+    /// An empty camera folder (a camera offline) is a quiet night, night after night: exit 0, no
+    /// run begun, nothing set aside. (It was exit 2 and a `-failed` run every second night.)
+    #[test]
+    fn an_empty_camera_folder_is_a_quiet_night_every_night() {
+        let scene = scene();
+        let empty = scene.root.join("offline-camera");
+        std::fs::create_dir_all(&empty).expect("mkdir");
+        let args = with(&field_args(&scene, &scene.always), "--images", s(&empty));
+        for night in 0..3 {
+            let out = run(&args, &[]);
+            assert!(out.status.success(), "night {night}: {}", text(&out));
+            assert!(text(&out).contains("nothing new: no image in"), "night {night}: {}", text(&out));
+        }
+        assert!(
+            names(&work(&scene)).iter().all(|n| n != "run" && n != "history"),
+            "{:?}",
+            names(&work(&scene))
+        );
+        assert_eq!(sha(&scene.deployed), scene.original);
+    }
+
     #[test]
     fn the_labelled_set_and_history_stay_within_their_bounds() {
         let scene = scene();
@@ -334,8 +355,15 @@ mod with_libraries {
                 .expect("mtime");
         }
         for night in 0..3 {
+            if night > 0 {
+                // A frame the camera added, older than the five kept: new to the gate, not labelled.
+                let frame = add_frame(&scene, 40 + night);
+                let file = std::fs::File::options().write(true).open(&frame).expect("open");
+                file.set_modified(long_ago - std::time::Duration::from_secs(3600)).expect("mtime");
+            }
             let out = run(&args, &[]);
             assert!(out.status.success(), "night {night}: {}", text(&out));
+            assert!(!text(&out).contains("nothing new"), "night {night}: {}", text(&out));
         }
         let labelled = work(&scene).join("labelled");
         let linked = names(&labelled.join("images"));

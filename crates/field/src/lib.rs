@@ -9,6 +9,7 @@
 //! - [`preset`]: run presets (`configs/runs.toml`), typed, as a layer of a run request.
 //! - [`inputs`]: the loop's inputs checked before any work (detectors, classes, the state folder).
 //! - [`sources`]: which new images the labelled set has, by content; a changed teacher relabels.
+//! - [`quiet`]: whether tonight has any image the last finished run was not gated on.
 //! - [`gate`]: the deploy gate's conditions and decision; [`report`]: evaluating both models for it
 //!   (ONNX Runtime) and the run's summary and Markdown report.
 //! - [`deploy`]: atomic deploy, rollback, and the temporaries a kill leaves.
@@ -29,6 +30,7 @@ pub mod field_run;
 pub mod gate;
 pub mod inputs;
 pub mod preset;
+pub mod quiet;
 pub mod report;
 pub mod runner;
 pub mod service;

@@ -159,6 +159,10 @@ pub fn finish(
         &run.join("report.md"),
         markdown(state, gate, decision.word(), deployed).as_bytes(),
     )?;
+    // What this run was gated on: a night with nothing new after it trains no more.
+    if let Some(work) = run.parent() {
+        crate::quiet::record(work, &state.id)?;
+    }
     state.finished = true;
     state.save(run)?;
     eprintln!(

@@ -94,6 +94,19 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<boo
     Ok(teacher_changed)
 }
 
+/// The contents the labelled set in `labelled` indexed (their SHA-256), as the last sync left them.
+pub fn indexed(labelled: &Path) -> crate::Result<std::collections::BTreeSet<String>> {
+    let path = labelled.join(INDEX);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let index: BTreeMap<String, String> =
+        serde_json::from_str(&text).with_context(|| format!("{}: not an index of images", path.display()))?;
+    Ok(index.into_values().collect())
+}
+
 /// Moves a damaged state file aside (`<name>.damaged-<time>`), saying so: the run goes on without it.
 fn set_aside_damaged(path: &Path, error: &dyn std::fmt::Display) -> crate::Result<()> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();

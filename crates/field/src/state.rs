@@ -256,6 +256,13 @@ fn why_not_continue(
     Ok(None)
 }
 
+/// Whether `work` holds a run a start would go on with or set aside: a state that is not finished,
+/// or one that does not load.
+pub fn has_unfinished_run(work: &Path) -> bool {
+    let run = work.join("run");
+    run.join("state.json").is_file() && !RunState::load(&run).is_ok_and(|state| state.finished)
+}
+
 /// Moves the run folder `run` to `history/<name>` (`<name>.2`, … when taken); returns where.
 pub fn set_aside(work: &Path, run: &Path, name: &str) -> crate::Result<PathBuf> {
     let history = work.join("history");

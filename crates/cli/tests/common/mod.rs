@@ -230,6 +230,25 @@ pub mod field {
         }
     }
 
+    /// A new frame in the scene's images (a `field` image of another seed, settled): what a camera
+    /// adds between two nights. Its path.
+    pub fn add_frame(scene: &Scene, seed: u64) -> PathBuf {
+        let out = scene.root.join(format!("frame-{seed}"));
+        synth(&out, "field", seed, 1, 1);
+        let made = std::fs::read_dir(out.join("images/train"))
+            .expect("the synthesized frame")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .next()
+            .expect("one image");
+        let extension = made.extension().and_then(|e| e.to_str()).unwrap_or("png").to_string();
+        let frame = scene.images.join(format!("camera-{seed}.{extension}"));
+        std::fs::copy(&made, &frame).expect("copy the frame");
+        let minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let file = std::fs::File::options().write(true).open(&frame).expect("open the frame");
+        file.set_modified(minute_ago).expect("settle the frame");
+        frame
+    }
+
     /// `field run` on the scene with this preset and 2 threads.
     pub fn field_args(scene: &Scene, preset: &Path) -> Vec<String> {
         let teacher = repo_root().join("models/demo/teacher-shapes-160.onnx");

@@ -67,6 +67,31 @@ pub fn list_images_excluding(
     sources: &[PathBuf],
     exclude: &[PathBuf],
 ) -> Result<Vec<PathBuf>> {
+    let images = find_images_excluding(config, key, sources, exclude)?;
+    if images.is_empty() {
+        let message = if key.starts_with("--") {
+            format!("no images for {key} in this folder (extensions: {})", IMG_FORMATS.join(", "))
+        } else {
+            let list: Vec<String> = sources.iter().map(|s| s.display().to_string()).collect();
+            format!(
+                "key `{key}:` has no images in {} (extensions: {})",
+                list.join(", "),
+                IMG_FORMATS.join(", ")
+            )
+        };
+        return Err(Error::Dataset { path: config.to_path_buf(), message });
+    }
+    Ok(images)
+}
+
+/// [`list_images_excluding`], where finding no image is an answer (an empty list), not an error: a
+/// camera folder that is empty tonight.
+pub fn find_images_excluding(
+    config: &Path,
+    key: &str,
+    sources: &[PathBuf],
+    exclude: &[PathBuf],
+) -> Result<Vec<PathBuf>> {
     let mut walk = Walk {
         visited: HashSet::new(),
         exclude: exclude.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect(),
@@ -97,19 +122,6 @@ pub fn list_images_excluding(
     }
     images.retain(|p| is_image_path(p));
     images.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
-    if images.is_empty() {
-        let message = if key.starts_with("--") {
-            format!("no images for {key} in this folder (extensions: {})", IMG_FORMATS.join(", "))
-        } else {
-            let list: Vec<String> = sources.iter().map(|s| s.display().to_string()).collect();
-            format!(
-                "key `{key}:` has no images in {} (extensions: {})",
-                list.join(", "),
-                IMG_FORMATS.join(", ")
-            )
-        };
-        return Err(Error::Dataset { path: config.to_path_buf(), message });
-    }
     Ok(images)
 }
 

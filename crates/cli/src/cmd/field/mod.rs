@@ -291,6 +291,20 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     let work = work_dir(args.work.as_deref(), &inputs.deployed, Some(&inputs.images))?;
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
     deploy::remove_stale_temporaries(&inputs.deployed, &work)?;
+    // A quiet night is a good night: nothing the last run was not gated on, nothing to do.
+    if !headroom_field::state::has_unfinished_run(&work) {
+        let look = headroom_field::quiet::look(&inputs.images, &work)?;
+        if look.quiet() {
+            let message = look.message(&inputs.images);
+            eprintln!("{message}");
+            if args.json {
+                let night =
+                    serde_json::json!({ "decision": "nothing-new", "message": message, "images": look });
+                println!("{}", serde_json::to_string_pretty(&night)?);
+            }
+            return Ok(Outcome::Success);
+        }
+    }
     let keep_runs = args.keep_runs.or(preset.keep_runs).unwrap_or(preset::DEFAULT_KEEP_RUNS);
     let ask = FieldAsk {
         inputs,
