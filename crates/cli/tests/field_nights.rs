@@ -315,6 +315,44 @@ mod with_libraries {
         assert!(old.join(".headroom-field/m.onnx/labelled/marker").is_file(), "{}", text(&out));
     }
 
+    /// The labelled set heals: after the camera folder moved to another path with the same frames (a
+    /// USB drive remounted `usb0` → `usb1`), and after a cleaner removed `labelled/images/`, the next
+    /// night with a new frame trains and ends 0 (both were exit 2 every night: "no usable image").
+    #[test]
+    fn a_moved_camera_folder_and_removed_labelled_images_heal_the_next_night() {
+        let mut scene = scene();
+        let out = run(&field_args(&scene, &scene.always), &[]);
+        assert!(out.status.success(), "the first night: {}", text(&out));
+        let labelled = work(&scene).join("labelled/images");
+        let resolving = |scene: &Scene| {
+            let entries = names(&labelled);
+            assert!(!entries.is_empty());
+            for name in &entries {
+                assert!(labelled.join(name).exists(), "{name} resolves ({})", scene.images.display());
+            }
+            entries.len()
+        };
+        assert_eq!(resolving(&scene), 20);
+        // The folder moves (same files), and the camera adds a frame there.
+        let moved = scene.root.join("usb1/camera");
+        std::fs::create_dir_all(moved.parent().expect("parent")).expect("mkdir");
+        std::fs::rename(&scene.images, &moved).expect("move the folder");
+        scene.images = moved;
+        add_frame(&scene, 51);
+        let out = run(&field_args(&scene, &scene.always), &[]);
+        assert!(out.status.success(), "after the move: {}", text(&out));
+        assert!(text(&out).contains("linked again"), "{}", text(&out));
+        assert_eq!(resolving(&scene), 21);
+        // A cleaner empties the labelled images; the camera adds a frame.
+        std::fs::remove_dir_all(&labelled).expect("rm -r labelled/images");
+        add_frame(&scene, 52);
+        let out = run(&field_args(&scene, &scene.always), &[]);
+        assert!(out.status.success(), "after labelled/images went: {}", text(&out));
+        assert_eq!(resolving(&scene), 22);
+        let summary = state(&work(&scene).join("run"));
+        assert_eq!(summary["finished"], true, "{summary}");
+    }
+
     /// An empty camera folder (a camera offline) is a quiet night, night after night: exit 0, no
     /// run begun, nothing set aside. (It was exit 2 and a `-failed` run every second night.)
     #[test]

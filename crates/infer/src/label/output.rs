@@ -274,6 +274,22 @@ pub fn write_image(
     Ok(())
 }
 
+/// Makes the image entry of a finished job resolve again when it does not: a link left dangling by
+/// an images folder that moved or was remounted at another path, or an entry removed (a cleaner
+/// emptied `DATASET/images`). The entry is made anew from `job.source`, the same file under
+/// `--images` (a caller that tracks contents, as the field loop does, has relabelled those whose
+/// contents changed). Returns whether it did.
+pub fn restore_image(job: &Job, copy: bool) -> Result<bool> {
+    if job.image.exists() || !job.source.is_file() {
+        return Ok(false);
+    }
+    if job.image.symlink_metadata().is_ok() {
+        std::fs::remove_file(&job.image).map_err(|e| Error::Core(headroom_core::Error::io(&job.image, e)))?;
+    }
+    place_image(job, copy)?;
+    Ok(true)
+}
+
 /// Puts the image into `DATASET/images`: nothing to do when the same file is already there (labelling
 /// in place), an error when another file is.
 fn place_image(job: &Job, copy: bool) -> Result<()> {

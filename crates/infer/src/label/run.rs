@@ -131,6 +131,22 @@ pub fn label_folder<T: TeacherModel>(
     manifest.counts.boxes_per_class = vec![0; manifest.settings.class_map.names.len()];
     let (todo, targets) = plan_states(&jobs, request.force, &mut manifest);
     let mut finished: Vec<bool> = targets.iter().map(Option::is_none).collect();
+    // A finished image whose entry no longer resolves (the folder moved, images/ was emptied) is
+    // linked again: its labels stay, and training finds its pixels.
+    let mut restored = 0usize;
+    for (job, done) in jobs.iter().zip(&finished) {
+        if *done && output::restore_image(job, request.copy_images)? {
+            restored += 1;
+        }
+    }
+    if restored > 0 {
+        tracing::warn!(
+            "{restored} labelled images had no image in {} (the images folder moved, or images/ was \
+             removed): linked again to --images {}",
+            request.out.join("images").display(),
+            request.images.display()
+        );
+    }
     write_split(&request.out, &keys, &finished, &mut manifest)?;
     manifest.write(&request.out)?;
     tracing::info!(
