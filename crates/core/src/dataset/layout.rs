@@ -96,6 +96,7 @@ pub fn find_images_excluding(
         visited: HashSet::new(),
         exclude: exclude.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect(),
         skipped_links: 0,
+        read: read_folder,
     };
     let mut images = Vec::new();
     for source in sources {
@@ -133,11 +134,22 @@ struct Walk {
     exclude: Vec<PathBuf>,
     /// Folders reached again through a link (reported once, at the end).
     skipped_links: usize,
+    /// The entries of a folder ([`read_folder`]; a test gives one that fails).
+    read: fn(&Path) -> std::io::Result<Vec<PathBuf>>,
+}
+
+/// The paths of the entries of `folder`.
+fn read_folder(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::read_dir(folder)?.map(|entry| entry.map(|e| e.path())).collect()
 }
 
 impl Walk {
     /// Files under `folder` with a dot in their name, recursively, skipping hidden entries (like
     /// Python's `glob("**/*.*", recursive=True)`, but entering each real folder once).
+    ///
+    /// A folder below the first that cannot be read (`lost+found` on an SD card, for a user other
+    /// than root) is left out with a warning naming it, as an unreadable image is: one folder never
+    /// stops the listing. The first folder itself must be readable.
     fn folder(&mut self, folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         let real = std::fs::canonicalize(folder).map_err(|e| Error::io(folder, e))?;
         if self.exclude.contains(&real) {
@@ -147,16 +159,16 @@ impl Walk {
             self.skipped_links += 1;
             return Ok(());
         }
-        let entries = std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(folder, e))?;
-            let name = entry.file_name();
+        let entries = (self.read)(folder).map_err(|e| Error::io(folder, e))?;
+        for path in entries {
+            let Some(name) = path.file_name() else { continue };
             if name.as_encoded_bytes().first() == Some(&b'.') {
                 continue;
             }
-            let path = entry.path();
             if path.is_dir() {
-                self.folder(&path, out)?;
+                if let Err(e) = self.folder(&path, out) {
+                    tracing::warn!("{}: skipped, its images left out: {e}", path.display());
+                }
             } else if name.as_encoded_bytes().contains(&b'.') && (!is_image_path(&path) || regular(&path)) {
                 out.push(path);
             }
@@ -281,6 +293,34 @@ mod tests {
         }
         let got = list_images(Path::new("data.yaml"), "train", &[d.join("images")]).expect("listed");
         assert_eq!(got, [d.join("images/b.png"), d.join("images/sub/a.jpg")]);
+    }
+
+    #[test]
+    fn an_unreadable_subfolder_is_left_out_and_the_first_folder_must_be_readable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        for name in ["camera/a.png", "camera/lost+found/x.png", "camera/day2/b.jpg"] {
+            touch(&d.join(name));
+        }
+        // As `read_dir` answers a user other than root for `lost+found` (mode 0700, owner root).
+        fn refusing(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
+            if folder.ends_with("lost+found") {
+                return Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+            }
+            read_folder(folder)
+        }
+        let walk = |root: &Path| {
+            let mut walk = Walk { visited: HashSet::new(), exclude: Vec::new(), skipped_links: 0, read: refusing };
+            let mut out = Vec::new();
+            walk.folder(root, &mut out).map(|()| {
+                out.sort();
+                out
+            })
+        };
+        let got = walk(&d.join("camera")).expect("one unreadable subfolder does not stop the listing");
+        assert_eq!(got, [d.join("camera/a.png"), d.join("camera/day2/b.jpg")]);
+        let err = walk(&d.join("camera/lost+found")).expect_err("the first folder must be readable");
+        assert!(err.to_string().contains("lost+found"), "{err}");
     }
 
     #[test]
