@@ -11,7 +11,7 @@ mod with_libraries {
     use std::path::{Path, PathBuf};
 
     use crate::common::field::{Scene, add_frame, field_args, run, scene, sha, work};
-    use crate::common::{demo_model, headroom, output_text as text, repo_root, s};
+    use crate::common::{demo_model, headroom, headroom_command, output_text as text, repo_root, s};
 
     fn fixture(name: &str) -> PathBuf {
         repo_root().join("tests/fixtures/onnx").join(name)
@@ -351,6 +351,23 @@ mod with_libraries {
         assert_eq!(resolving(&scene), 22);
         let summary = state(&work(&scene).join("run"));
         assert_eq!(summary["finished"], true, "{summary}");
+    }
+
+    /// `--json` with stdout on a full disk, after a deploy: the night ends 0 (the deploy stands) with a
+    /// warning naming the summary file (was: a panic, exit 101, after a successful deploy).
+    #[test]
+    fn a_full_stdout_after_a_deploy_is_a_warning_not_a_panic() {
+        let full = Path::new("/dev/full");
+        assert!(full.exists(), "/dev/full is part of every Linux");
+        let scene = scene();
+        let mut args = field_args(&scene, &scene.always);
+        args.push("--json".into());
+        let stdout = std::fs::File::options().write(true).open(full).expect("/dev/full");
+        let out = headroom_command().args(&args).stdout(stdout).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains("could not write the JSON to stdout") && err.contains("summary.json"), "{err}");
+        assert_ne!(sha(&scene.deployed), scene.original, "deployed");
     }
 
     /// An empty camera folder (a camera offline) is a quiet night, night after night: exit 0, no

@@ -237,7 +237,7 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
     let report =
         gate::evaluate_gate(&candidate, &deployed, &holdout, old.as_deref(), &names, &preset.gate, &session)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report, None);
     } else {
         print!("{report}");
     }
@@ -300,7 +300,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
             if args.json {
                 let night =
                     serde_json::json!({ "decision": "nothing-new", "message": message, "images": look });
-                println!("{}", serde_json::to_string_pretty(&night)?);
+                print_json(&night, None);
             }
             return Ok(Outcome::Success);
         }
@@ -347,10 +347,29 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
         field_run::Outcome::Stopped(signal) => Ok(stopped(Outcome::Interrupted(signal))),
         field_run::Outcome::Finished(summary) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&summary)?);
+                print_json(&summary, Some(&run.join("summary.json")));
             }
             Ok(Outcome::Success)
         }
+    }
+}
+
+/// Prints `value` as JSON on stdout. The night's work is done and on disk whatever stdout is: a
+/// full or failing stdout is a warning (naming the file that holds the same JSON), never a panic
+/// after a deploy. (A closed pipe ends the process quietly, as it ends `cat`: main.rs.)
+fn print_json(value: &impl serde::Serialize, kept_in: Option<&Path>) {
+    use std::io::Write as _;
+    let text = match serde_json::to_string_pretty(value) {
+        Ok(text) => text + "\n",
+        Err(e) => {
+            tracing::warn!("could not make the JSON for stdout: {e}");
+            return;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        let kept = kept_in.map(|p| format!("; it is in {}", p.display())).unwrap_or_default();
+        tracing::warn!("could not write the JSON to stdout ({e}){kept}");
     }
 }
 
