@@ -15,9 +15,13 @@ const KEPT_EXTENSIONS: [&str; 9] = ["json", "md", "csv", "toml", "yaml", "txt", 
 /// Removes all but the newest `keep` runs of `history` and prunes the kept ones (the newest keeps
 /// its `export/` folder: the engines of the last candidate).
 pub fn prune_history(history: &Path, keep: usize) -> crate::Result<()> {
-    let mut runs = runs_in(history)?;
-    // Run ids are UTC times (`20261203T021500Z`): names sort oldest first.
+    let mut runs: Vec<(u64, PathBuf)> =
+        runs_in(history)?.into_iter().map(|run| (run_seq(&run), run)).collect();
+    // Oldest first by the order the runs began in (`seq`), not by their ids: a clock that was once
+    // ahead (`2099…`) must not make its run the newest forever. Runs from before runs were counted
+    // (seq 0) come first, by id (UTC times).
     runs.sort();
+    let runs: Vec<PathBuf> = runs.into_iter().map(|(_, run)| run).collect();
     let cut = runs.len().saturating_sub(keep);
     for old in &runs[..cut] {
         std::fs::remove_dir_all(old).with_context(|| format!("removing the old run {}", old.display()))?;
@@ -28,6 +32,16 @@ pub fn prune_history(history: &Path, keep: usize) -> crate::Result<()> {
         prune_run(run, i + 1 == kept.len())?;
     }
     Ok(())
+}
+
+/// The `seq` of the run in `run` (0 when its state does not say, or does not load).
+fn run_seq(run: &Path) -> u64 {
+    crate::state::RunState::load(run).map(|state| state.seq).unwrap_or(0)
+}
+
+/// The `seq` of every run in `history`.
+pub fn history_seqs(history: &Path) -> Vec<u64> {
+    runs_in(history).unwrap_or_default().iter().map(|run| run_seq(run)).collect()
 }
 
 /// The run folders in `history` (none when it does not exist).
@@ -165,6 +179,32 @@ mod tests {
             }
             assert_eq!(run.join("export/best.int8.onnx").is_file(), export, "{}", run.display());
         }
+    }
+
+    /// A clock that was once ahead named a run `2099…`: the history is pruned by the order the runs
+    /// began in, so it goes first and the real runs stay (it deleted every real run before).
+    #[test]
+    fn history_is_pruned_by_the_order_runs_began_not_by_a_wrong_clocks_names() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let history = dir.path().join("history");
+        for (id, seq) in [("20991231T230000Z", 1), ("20261205T020000Z", 2), ("20261206T020000Z", 3)] {
+            let state = format!(
+                r#"{{"id": "{id}", "base_sha256": "x", "done": [], "seq": {seq}, "settings": {{"images": "/i",
+                "teacher": "/t.onnx", "holdout": "/h.yaml", "old": null, "preset": "p", "preset_toml": "",
+                "device": "orin-nx-8", "reserve": "0", "overrides": []}}}}"#
+            );
+            std::fs::create_dir_all(history.join(id)).expect("mkdir");
+            std::fs::write(history.join(id).join("state.json"), state).expect("state");
+        }
+        assert_eq!(history_seqs(&history).iter().max(), Some(&3));
+        prune_history(&history, 2).expect("prune");
+        let mut left: Vec<String> = runs_in(&history)
+            .expect("list")
+            .iter()
+            .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["20261205T020000Z", "20261206T020000Z"]);
     }
 
     #[test]

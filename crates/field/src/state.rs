@@ -66,6 +66,32 @@ pub struct RunState {
     /// The last step that failed, with its error and how many starts in a row it failed so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// The run's place in the order runs began in this state folder (1, 2, …; 0 for a run from
+    /// before it was counted). The history is pruned by it: a clock that was once wrong makes
+    /// wrong ids, never a wrong order.
+    #[serde(default)]
+    pub seq: u64,
+}
+
+/// The file in the state folder counting the runs begun there ([`RunState::seq`]).
+const SEQUENCE: &str = "sequence";
+
+/// The next run's [`RunState::seq`], counted in `<work>/sequence` (written before the run exists:
+/// a kill between the two skips a number, never reuses one).
+fn next_seq(work: &Path) -> crate::Result<u64> {
+    let path = work.join(SEQUENCE);
+    let last = match std::fs::read_to_string(&path) {
+        Ok(text) => text.trim().parse::<u64>().unwrap_or_else(|e| {
+            tracing::warn!("{}: damaged ({e}); counting runs again from the history", path.display());
+            0
+        }),
+        Err(_) => 0,
+    };
+    // Never below a run already in the history (the file lost or damaged).
+    let seen = crate::disk::history_seqs(&work.join("history")).into_iter().max().unwrap_or(0);
+    let next = last.max(seen) + 1;
+    headroom_core::fsio::write_atomic(&path, format!("{next}\n").as_bytes())?;
+    Ok(next)
 }
 
 /// A step that failed: the same step failing with the same error [`MAX_TRIES`] starts in a row sets
@@ -199,6 +225,7 @@ pub fn open_run(
         seconds: Vec::new(),
         finished: false,
         failure: None,
+        seq: next_seq(work)?,
     };
     state.save(&fresh)?;
     std::fs::rename(&fresh, &run)
