@@ -71,19 +71,31 @@ fn sync_folder(target: &Path) {
     }
 }
 
-/// A failed write of `target` with its owner, group and mode.
+/// A failed write of `target` with its owner, group and mode, and what to do about it: a full file
+/// system is named as one (not as a question of ownership), a refused owner change as one.
 fn refused_write(target: &Path, ownership: Ownership, e: headroom_core::Error) -> crate::Error {
-    crate::Error::Context {
-        context: format!(
-            "writing {} as owner {}, group {}, mode {:04o} (those of the file it replaces): run as root \
-             or as that owner",
+    let kind = match &e {
+        headroom_core::Error::Io { source, .. } => Some(source.kind()),
+        _ => None,
+    };
+    let folder = target.parent().unwrap_or(Path::new(".")).display().to_string();
+    let context = match kind {
+        Some(std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded) => format!(
+            "writing {}: the file system of {folder} is full (or its quota spent): free space there; the \
+             deployed model is unchanged",
+            target.display()
+        ),
+        Some(std::io::ErrorKind::PermissionDenied) => format!(
+            "writing {} as owner {}, group {}, mode {:04o} (those of the file it replaces): run as root or \
+             as that owner",
             target.display(),
             ownership.uid,
             ownership.gid,
             ownership.mode
         ),
-        source: Box::new(e.into()),
-    }
+        _ => format!("writing {}", target.display()),
+    };
+    crate::Error::Context { context, source: Box::new(e.into()) }
 }
 
 /// Removes the temporaries a deploy or rollback killed midway left behind (`.<name>.<pid>.tmp` of
@@ -294,6 +306,23 @@ mod tests {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".tmp"))
             .collect()
+    }
+
+    /// A full disk at deploy is named as one, not sent the operator's way as an ownership problem.
+    #[test]
+    fn a_failed_write_names_its_cause() {
+        let owner = headroom_core::fsio::Ownership { uid: 1000, gid: 1000, mode: 0o644 };
+        let target = Path::new("/opt/detector/model.onnx");
+        let said = |kind: std::io::ErrorKind| {
+            let e = headroom_core::Error::io(target, std::io::Error::from(kind));
+            super::refused_write(target, owner, e).chain()
+        };
+        let full = said(std::io::ErrorKind::StorageFull);
+        assert!(full.contains("/opt/detector is full") && !full.contains("owner"), "{full}");
+        let denied = said(std::io::ErrorKind::PermissionDenied);
+        assert!(denied.contains("run as root or as that owner"), "{denied}");
+        let other = said(std::io::ErrorKind::Other);
+        assert!(!other.contains("owner") && !other.contains("full"), "{other}");
     }
 
     #[test]
