@@ -370,6 +370,40 @@ mod with_libraries {
         assert_ne!(sha(&scene.deployed), scene.original, "deployed");
     }
 
+    /// SIGTERM to the loop's PID alone (systemd's stop, `kill PID`) reaches the running step: training
+    /// stops at its next step, saved, and the night ends 143 (the step ran to its end before).
+    #[test]
+    fn sigterm_to_the_loop_alone_stops_the_running_step_cleanly() {
+        let scene = scene();
+        let mut args = field_args(&scene, &scene.always);
+        args.extend(["--epochs".into(), "500".into()]);
+        let mut child = headroom_command()
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("field run starts");
+        let started = work(&scene).join("run/train/config.toml");
+        while !started.exists() {
+            assert!(child.try_wait().expect("wait").is_none(), "field run ended before training");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        #[allow(unsafe_code)]
+        // SAFETY: kill(2) on our own child, still running.
+        let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(sent, 0);
+        let out = child.wait_with_output().expect("field run ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(143), "{err}");
+        assert!(
+            err.contains("stopped by SIGTERM: the run is saved at its last checkpoint"),
+            "the step was told: {err}"
+        );
+        let state = state(&work(&scene).join("run"));
+        assert!(!state["done"].as_array().expect("done").iter().any(|s| s == "train"), "{state}");
+    }
+
     /// An empty camera folder (a camera offline) is a quiet night, night after night: exit 0, no
     /// run begun, nothing set aside. (It was exit 2 and a `-failed` run every second night.)
     #[test]

@@ -393,7 +393,9 @@ impl FieldRun {
             crate::faults::kill_point("deploy-swap")
         })?;
         match swap {
-            crate::deploy::Swap::Done => eprintln!("deployed: every condition of the gate held"),
+            crate::deploy::Swap::Done => {
+                eprintln!("replaced the deployed model: every condition of the gate held")
+            }
             crate::deploy::Swap::Superseded(now) => eprintln!(
                 "not deploying: {} was replaced since this run started (sha256 {now}; the run started from \
                  {}): the model now there stays; this run's candidate is kept in {}",

@@ -1,6 +1,7 @@
 //! How a child step runs: [`StepRunner`] is what the loop asks to run `headroom <verb> <args>`;
 //! [`ChildRunner`] runs it as a child process of the `headroom` binary (its memory is the system's
-//! again when it ends, and it dies with the loop: `PR_SET_PDEATHSIG`). A test gives the loop
+//! again when it ends, and it dies with the loop: `PR_SET_PDEATHSIG`; a signal the loop gets is
+//! passed on to it). A test gives the loop
 //! another runner: one that runs the real child and then stops the loop as a kill would, or one that
 //! fails a step, without anything compiled into the binary for it.
 
@@ -88,7 +89,22 @@ impl StepRunner for ChildRunner {
         }
         let mut child = command.spawn().with_context(|| format!("starting {}", self.exe.display()))?;
         let reader = child.stderr.take().map(|pipe| std::thread::spawn(move || pass_through(pipe)));
-        let status = child.wait().with_context(|| format!("waiting for {}", self.exe.display()))?;
+        // The child runs in its own process group: a signal meant for the loop (SIGTERM from systemd
+        // to the main PID, Ctrl-C in a terminal) reaches it once, from here, and it stops cleanly
+        // at its next safe point instead of running its step to the end.
+        let mut forwarded = false;
+        let status = loop {
+            if let Some(status) =
+                child.try_wait().with_context(|| format!("waiting for {}", self.exe.display()))?
+            {
+                break status;
+            }
+            if !forwarded && let Some(signal) = (self.interrupted)() {
+                forward(child.id(), signal);
+                forwarded = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
         self.last_error = reader.and_then(|r| r.join().ok().flatten());
         if let Some(signal) = (self.interrupted)() {
             return Ok(Ended::Stopped(signal));
@@ -99,7 +115,7 @@ impl StepRunner for ChildRunner {
                     .with_context(|| format!("writing {}", call.stdout_to.display()))?;
                 Ok(Ended::Done)
             }
-            Some(code @ (130 | 143)) => Ok(Ended::Stopped(code - 128)),
+            Some(code @ (129 | 130 | 143)) => Ok(Ended::Stopped(code - 128)),
             _ => bail!(
                 "`{} {}` failed ({status}; its messages are above)",
                 self.exe.display(),
@@ -146,11 +162,24 @@ fn pass_through(pipe: std::process::ChildStderr) -> Option<String> {
     last
 }
 
+/// Sends `signal` to the child `pid`.
+#[allow(unsafe_code)]
+fn forward(pid: u32, signal: i32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return };
+    // SAFETY: kill(2) on our own child, which has not been reaped (try_wait saw it running).
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        tracing::info!("passed signal {signal} on to the running step (pid {pid})");
+    }
+}
+
+/// The child dies with the loop (`PR_SET_PDEATHSIG`), and runs in a process group of its own
+/// (signals reach it through the loop, once: [`forward`]).
 #[allow(unsafe_code)]
 fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    command.process_group(0);
     #[cfg(target_os = "linux")]
     {
-        use std::os::unix::process::CommandExt as _;
         // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
         unsafe {
             command.pre_exec(|| {

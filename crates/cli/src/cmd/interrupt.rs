@@ -1,4 +1,4 @@
-//! Ctrl-C and SIGTERM for long runs: the first one asks the run to stop cleanly (finish the images
+//! Ctrl-C, SIGTERM and SIGHUP for long runs: the first one asks the run to stop cleanly (finish the images
 //! in flight, commit what is durable, mark the manifest interrupted); a second one ends the process
 //! at once. The exit status is the shell's convention, 128 + the signal number (130, 143).
 //!
@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 /// The stop request of a run.
 #[derive(Debug, Clone)]
@@ -18,11 +18,12 @@ pub struct Interrupt {
 }
 
 impl Interrupt {
-    /// Installs the handlers for SIGINT and SIGTERM.
+    /// Installs the handlers for SIGINT, SIGTERM and SIGHUP (a closed terminal, or a service
+    /// manager's reload).
     pub fn install() -> anyhow::Result<Interrupt> {
         let interrupt =
             Interrupt { requested: Arc::new(AtomicBool::new(false)), signal: Arc::new(AtomicUsize::new(0)) };
-        for signal in [SIGINT, SIGTERM] {
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
             // Does nothing the first time; once `requested` is set, the next signal exits.
             signal_hook::flag::register_conditional_shutdown(
                 signal,
@@ -55,6 +56,7 @@ pub fn signal_name(signal: i32) -> &'static str {
     match signal {
         SIGINT => "SIGINT (Ctrl-C)",
         SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP",
         _ => "a signal",
     }
 }

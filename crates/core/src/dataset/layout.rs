@@ -310,7 +310,8 @@ mod tests {
             read_folder(folder)
         }
         let walk = |root: &Path| {
-            let mut walk = Walk { visited: HashSet::new(), exclude: Vec::new(), skipped_links: 0, read: refusing };
+            let mut walk =
+                Walk { visited: HashSet::new(), exclude: Vec::new(), skipped_links: 0, read: refusing };
             let mut out = Vec::new();
             walk.folder(root, &mut out).map(|()| {
                 out.sort();
