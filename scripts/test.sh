@@ -49,6 +49,10 @@ cargo build -p headroom-cli --locked || fail "cargo build -p headroom-cli"
 bash scripts/tests/gpu_code.sh "${CARGO_TARGET_DIR:-$root/target}/debug/headroom" \
   || fail "doctor's gpu code row on the wheel's libtorch_cuda.so (see the FAIL lines above)"
 
+stage "field run --metrics parses with Prometheus' own parser (scripts/tests/metrics.sh)"
+bash scripts/tests/metrics.sh "${CARGO_TARGET_DIR:-$root/target}/debug/headroom" \
+  || fail "the field loop's Prometheus metrics (see the FAIL lines above)"
+
 # The oldest libraries of the supported range (libtorch 2.5.1, ONNX Runtime 1.20.1: what JetPack 6
 # ships): the same tests, in a target dir of their own (another LIBTORCH rebuilds every dependant).
 stage "cargo test --workspace against the oldest libraries (scripts/setup.sh --libs oldest)"

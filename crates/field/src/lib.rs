@@ -14,6 +14,7 @@
 //!   (ONNX Runtime) and the run's summary and Markdown report.
 //! - [`deploy`]: atomic deploy, rollback, and the temporaries a kill leaves.
 //! - [`disk`]: free space before training, and the history's bound.
+//! - [`metrics`]: the night's outcome in Prometheus' text format, for a fleet.
 //! - [`calendar`]: systemd `OnCalendar` expressions, checked before a timer is written;
 //!   [`service`]: the systemd service and timer of the nightly run.
 //! - [`faults`]: the kill points the loop's restart tests use.
@@ -29,6 +30,7 @@ pub mod faults;
 pub mod field_run;
 pub mod gate;
 pub mod inputs;
+pub mod metrics;
 pub mod preset;
 pub mod quiet;
 pub mod report;

@@ -172,6 +172,11 @@ pub struct RunArgs {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Write the night's outcome in Prometheus' text format to FILE, atomically, however the night
+    /// ends (for node_exporter's textfile collector: a file per model in its directory, e.g.
+    /// /var/lib/node_exporter/textfile/headroom-field.prom).
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
 }
 
 /// Arguments of `headroom field rollback`.
@@ -276,7 +281,41 @@ fn lock(work: &Path) -> anyhow::Result<Option<headroom_core::fsio::OutputLock>> 
     }
 }
 
+/// What a night left for its metrics.
+#[derive(Default)]
+struct Left {
+    /// The deployed model and the state folder, once known.
+    model_and_work: Option<(PathBuf, PathBuf)>,
+    /// The summary and the run folder of a finished run.
+    finished: Option<(Box<headroom_field::report::FieldSummary>, PathBuf)>,
+    /// What a quiet night found.
+    quiet: Option<headroom_field::quiet::Look>,
+}
+
+/// `field run`: one night, then its metrics (`--metrics`), whatever the night's end.
 fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
+    let mut left = Left::default();
+    let result = night(args, &mut left);
+    if let Some(file) = &args.metrics {
+        use headroom_field::metrics::Night;
+        let (exit, night) = match (&result, &left) {
+            (Err(_), _) => (2, Night::Failed),
+            (Ok(Outcome::Busy), _) => (3, Night::Busy),
+            (Ok(Outcome::Interrupted(signal)), _) => (128 + signal, Night::Stopped),
+            (Ok(_), Left { finished: Some((summary, run)), .. }) => (0, Night::Finished(summary, run)),
+            (Ok(_), Left { quiet: Some(look), .. }) => (0, Night::Quiet(look)),
+            (Ok(_), _) => (0, Night::Failed),
+        };
+        let (model, work) =
+            left.model_and_work.clone().unwrap_or_else(|| (args.model.clone(), PathBuf::new()));
+        if let Err(e) = headroom_field::metrics::write(file, &model, &work, &night, exit) {
+            tracing::warn!("--metrics {}: not written: {}", file.display(), e.chain());
+        }
+    }
+    result
+}
+
+fn night(args: &RunArgs, left: &mut Left) -> anyhow::Result<Outcome> {
     let inputs = check_inputs(Given {
         images: &args.images,
         teacher: &args.teacher,
@@ -289,6 +328,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Every setting the steps would refuse, refused now: before any work, with its cause.
     preflight::check(args, &inputs, &preset_name, &preset, &device)?;
     let work = work_dir(args.work.as_deref(), &inputs.deployed, Some(&inputs.images))?;
+    left.model_and_work = Some((inputs.deployed.clone(), work.clone()));
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
     deploy::remove_stale_temporaries(&inputs.deployed, &work)?;
     // A quiet night is a good night: nothing the last run was not gated on, nothing to do.
@@ -302,6 +342,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
                     serde_json::json!({ "decision": "nothing-new", "message": message, "images": look });
                 print_json(&night, None);
             }
+            left.quiet = Some(look);
             return Ok(Outcome::Success);
         }
     }
@@ -349,6 +390,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
             if args.json {
                 print_json(&summary, Some(&run.join("summary.json")));
             }
+            left.finished = Some((summary, run));
             Ok(Outcome::Success)
         }
     }
