@@ -286,6 +286,9 @@ impl FieldRun {
             s.max_images.to_string(),
         ]);
         a.extend(settle());
+        // The labelled set keeps its own pixels: a camera that deletes, renames or replaces its
+        // files, or a folder that moves, leaves what was labelled as it was labelled.
+        a.push("--hardlink-images".into());
         a.extend(["--device".into(), s.runs_on.clone()]);
         if let Some(ep) = &s.ep {
             a.extend(["--ep".into(), ep.clone(), "--ep-fallback".into()]);

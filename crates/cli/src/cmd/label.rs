@@ -54,8 +54,13 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub streams: Option<u16>,
     /// Copy images into DATASET/images instead of symlinking them.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "hardlink_images")]
     pub copy_images: bool,
+    /// Hard-link images into DATASET/images (a copy where the file systems differ): the dataset
+    /// keeps its pixels when the images folder moves or a camera deletes or replaces its files
+    /// (`headroom field run` labels so).
+    #[arg(long)]
+    pub hardlink_images: bool,
     /// Keep at most N images in the dataset: the newest by modification time, besides every image
     /// with a human label; older ones leave it (their link and teacher labels are removed; a human
     /// label never is). `headroom field run` bounds its labelled set with it.
@@ -267,7 +272,13 @@ fn label_with<T: headroom_infer::label::TeacherModel>(
         min_box: args.min_box,
         top_k: args.topk,
         class_map,
-        copy_images: args.copy_images,
+        images_as: if args.copy_images {
+            headroom_infer::label::output::Placement::Copy
+        } else if args.hardlink_images {
+            headroom_infer::label::output::Placement::Hardlink
+        } else {
+            headroom_infer::label::output::Placement::Symlink
+        },
         max_images: args.max_images,
         force: args.force,
         val_fraction: args.val_fraction,

@@ -114,6 +114,9 @@ pub struct LabelManifest {
     pub images: PathBuf,
     /// Images copied (`true`) or symlinked into `images/`.
     pub copied_images: bool,
+    /// Images hard-linked into `images/` (copied where the file systems differ).
+    #[serde(default)]
+    pub hardlinked_images: bool,
     /// Images per inference call.
     pub batch: usize,
     /// Image decoding threads.

@@ -255,6 +255,19 @@ pub fn image_records(
     (labels, soft, dropped)
 }
 
+/// How an image is put into `DATASET/images`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// A symbolic link to the image under `--images` (no space taken; follows the file).
+    #[default]
+    Symlink,
+    /// A hard link (the same bytes, kept when the camera deletes or renames its file, and when the
+    /// folder moves), or a copy where the two are on different file systems.
+    Hardlink,
+    /// A copy.
+    Copy,
+}
+
 /// Writes one finished image: image link or copy, then soft-score file and label file into `batch`
 /// (they appear, in that order, when it commits).
 pub fn write_image(
@@ -263,9 +276,9 @@ pub fn write_image(
     target: &Path,
     labels: &[YoloLabel],
     mut soft: SoftScores,
-    copy: bool,
+    placement: Placement,
 ) -> Result<()> {
-    place_image(job, copy)?;
+    place_image(job, placement)?;
     let text = format_labels(labels);
     soft.label_sha256 = Sha256::digest(text.as_bytes()).into();
     soft.beside_human = target == job.teacher_label;
@@ -279,27 +292,27 @@ pub fn write_image(
 /// emptied `DATASET/images`). The entry is made anew from `job.source`, the same file under
 /// `--images` (a caller that tracks contents, as the field loop does, has relabelled those whose
 /// contents changed). Returns whether it did.
-pub fn restore_image(job: &Job, copy: bool) -> Result<bool> {
+pub fn restore_image(job: &Job, placement: Placement) -> Result<bool> {
     if job.image.exists() || !job.source.is_file() {
         return Ok(false);
     }
     if job.image.symlink_metadata().is_ok() {
         std::fs::remove_file(&job.image).map_err(|e| Error::Core(headroom_core::Error::io(&job.image, e)))?;
     }
-    place_image(job, copy)?;
+    place_image(job, placement)?;
     Ok(true)
 }
 
 /// Puts the image into `DATASET/images`: nothing to do when the same file is already there (labelling
 /// in place), an error when another file is.
-fn place_image(job: &Job, copy: bool) -> Result<()> {
+fn place_image(job: &Job, placement: Placement) -> Result<()> {
     if job.image.symlink_metadata().is_ok() {
         let same = match (job.image.canonicalize(), job.source.canonicalize()) {
             (Ok(a), Ok(b)) => a == b,
             _ => false,
         };
         let read = |path: &Path| headroom_core::fsio::read_regular(path).ok();
-        if same || copy && read(&job.image) == read(&job.source) {
+        if same || placement != Placement::Symlink && read(&job.image) == read(&job.source) {
             return Ok(());
         }
         let reason = format!(
@@ -308,11 +321,36 @@ fn place_image(job: &Job, copy: bool) -> Result<()> {
         );
         return Err(Error::Output { path: job.image.clone(), reason });
     }
-    if copy || cfg!(not(unix)) {
+    let copy = |job: &Job| -> Result<()> {
         let bytes = headroom_core::fsio::read_regular(&job.source)?;
-        return Ok(write_atomic(&job.image, &bytes)?);
+        Ok(write_atomic(&job.image, &bytes)?)
+    };
+    match placement {
+        Placement::Copy => copy(job),
+        _ if cfg!(not(unix)) => copy(job),
+        Placement::Hardlink => match hard_link_atomic(&job.source, &job.image) {
+            Ok(()) => Ok(()),
+            // Another file system (a USB drive, a network mount), or links refused: a copy.
+            Err(_) => copy(job),
+        },
+        Placement::Symlink => link_atomic(&job.source, &job.image),
     }
-    link_atomic(&job.source, &job.image)
+}
+
+/// A hard link to `source` (its real file, links resolved) at `link`, through a temporary and a
+/// rename.
+fn hard_link_atomic(source: &Path, link: &Path) -> Result<()> {
+    let io = |path: &Path, e| Error::Core(headroom_core::Error::io(path, e));
+    let target = source.canonicalize().map_err(|e| io(source, e))?;
+    let parent = link.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+    let tmp = headroom_core::fsio::temporary_path(link);
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::hard_link(&target, &tmp).map_err(|e| io(&tmp, e))?;
+    std::fs::rename(&tmp, link).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(link, e)
+    })
 }
 
 #[cfg(unix)]

@@ -64,7 +64,7 @@ fn finished_images_are_recognised_and_human_labels_are_protected() {
     });
     {
         let mut batch = DurableBatch::new(1, Duration::ZERO);
-        write_image(&mut batch, &job, &job.label, &labels, scores_one, false).expect("write")
+        write_image(&mut batch, &job, &job.label, &labels, scores_one, Placement::Symlink).expect("write")
     };
     assert_eq!(job_state(&job, false), JobState::Done(None));
     assert!(matches!(job_state(&job, true), JobState::Todo { conflict: None, .. }));
@@ -77,7 +77,7 @@ fn finished_images_are_recognised_and_human_labels_are_protected() {
     assert_eq!(target, job.teacher_label);
     {
         let mut batch = DurableBatch::new(1, Duration::ZERO);
-        write_image(&mut batch, &job, &target, &labels, scores, false).expect("write beside")
+        write_image(&mut batch, &job, &target, &labels, scores, Placement::Symlink).expect("write beside")
     };
     assert_eq!(std::fs::read_to_string(&job.label).expect("human"), "0 0.5 0.5 0.2 0.2\n");
     assert!(matches!(job_state(&job, false), JobState::Done(Some(_))));
@@ -106,7 +106,8 @@ fn another_file_in_images_is_not_replaced() {
     let empty =
         SoftScores { beside_human: false, nc: 0, label_sha256: [0; 32], kept: Vec::new(), top_k: Vec::new() };
     let mut batch = DurableBatch::new(1, Duration::ZERO);
-    let err = write_image(&mut batch, &job, &job.label, &[], empty, false).expect_err("occupied");
+    let err =
+        write_image(&mut batch, &job, &job.label, &[], empty, Placement::Symlink).expect_err("occupied");
     assert!(matches!(err, Error::Output { .. }), "{err}");
     assert_eq!(std::fs::read(&job.image).expect("kept"), b"other");
 }
@@ -125,4 +126,32 @@ fn stale_temporaries_are_recognised() {
     std::fs::write(dir.path().join("sub/a.txt"), b"x").expect("write");
     assert_eq!(remove_stale_temporaries(dir.path()), 1);
     assert!(dir.path().join("sub/a.txt").exists());
+}
+
+/// A hard-linked image keeps the pixels that were labelled when the camera deletes its file or moves
+/// its folder; a dangling symbolic link (the folder moved) is made again by `restore_image`.
+#[test]
+fn hard_linked_images_outlive_their_source_and_dangling_links_are_restored() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = job(dir.path());
+    place_image(&job, Placement::Hardlink).expect("hard link");
+    let (image, source) =
+        (std::fs::metadata(&job.image).expect("image"), std::fs::metadata(&job.source).expect("src"));
+    assert!(!job.image.symlink_metadata().expect("entry").file_type().is_symlink());
+    assert_eq!((image.dev(), image.ino()), (source.dev(), source.ino()), "the same file");
+    let bytes = std::fs::read(&job.source).expect("read");
+    std::fs::remove_file(&job.source).expect("the camera deletes its frame");
+    assert_eq!(std::fs::read(&job.image).expect("still there"), bytes);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let linked = self::job(dir.path());
+    place_image(&linked, Placement::Symlink).expect("symlink");
+    let moved = dir.path().join("moved");
+    std::fs::rename(dir.path().join("src"), &moved).expect("the folder moves");
+    assert!(!linked.image.exists(), "dangling");
+    let (jobs, _) = plan_jobs(&moved, &dir.path().join("out")).expect("plan");
+    assert!(restore_image(&jobs[0], Placement::Symlink).expect("restore"));
+    assert!(jobs[0].image.exists());
+    assert!(!restore_image(&jobs[0], Placement::Symlink).expect("nothing to do"));
 }

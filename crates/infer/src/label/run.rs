@@ -30,8 +30,8 @@ pub struct LabelRequest {
     pub top_k: usize,
     /// The class map's text and where it came from (`None`: identity).
     pub class_map: Option<(String, String)>,
-    /// Copy images into `images/` instead of symlinking them.
-    pub copy_images: bool,
+    /// How images are put into `images/` (symbolic links by default).
+    pub images_as: output::Placement,
     /// Keep at most this many images in the dataset: the newest by modification time, besides
     /// every image with a human label; the older ones leave it (their link and teacher labels are
     /// removed, never a human label).
@@ -86,7 +86,8 @@ pub fn label_folder<T: TeacherModel>(
         runtime: detector.runs_on().0,
         half: detector.runs_on().2,
         images: request.images.clone(),
-        copied_images: request.copy_images,
+        copied_images: request.images_as == output::Placement::Copy,
+        hardlinked_images: request.images_as == output::Placement::Hardlink,
         batch,
         workers: request.pipeline.workers.max(1),
         streams,
@@ -135,7 +136,7 @@ pub fn label_folder<T: TeacherModel>(
     // linked again: its labels stay, and training finds its pixels.
     let mut restored = 0usize;
     for (job, done) in jobs.iter().zip(&finished) {
-        if *done && output::restore_image(job, request.copy_images)? {
+        if *done && output::restore_image(job, request.images_as)? {
             restored += 1;
         }
     }
@@ -304,7 +305,7 @@ impl Writer<'_> {
         let decoded = decode_soft(layout, &output, dims, &self.request.decode, self.request.top_k);
         let map = &self.manifest.settings.class_map;
         let (labels, soft, dropped) = output::image_records(&decoded, &geometry, map, self.request.min_box);
-        match output::write_image(&mut self.batch, job, target, &labels, soft, self.request.copy_images) {
+        match output::write_image(&mut self.batch, job, target, &labels, soft, self.request.images_as) {
             Ok(()) => {}
             Err(Error::Output { path, reason }) => {
                 let reason = format!("{}: {reason}", path.display());
