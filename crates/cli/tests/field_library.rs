@@ -38,6 +38,10 @@ mod with_libraries {
         /// Before this step starts, another updater moves its model over the deployed path
         /// (`mv THEIRS DEPLOYED`), as a service's own update does.
         updater: Option<(Step, PathBuf, PathBuf)>,
+        /// Before this step starts, the camera rewrites this image in place with these bytes.
+        rewrite: Option<(Step, PathBuf, Vec<u8>)>,
+        /// The label children run.
+        label_calls: usize,
     }
 
     const KILLED: &str = "killed by the test";
@@ -50,12 +54,15 @@ mod with_libraries {
                 at,
                 failing: None,
                 updater: None,
+                rewrite: None,
+                label_calls: 0,
             }
         }
     }
 
     impl StepRunner for KillingRunner {
         fn run_child(&mut self, call: &ChildCall) -> headroom_field::Result<Ended> {
+            self.label_calls += usize::from(call.step == Step::Label);
             if self.failing == Some(call.step) {
                 let mut broken = call.clone();
                 broken.args.push("--no-such-flag".into());
@@ -71,6 +78,9 @@ mod with_libraries {
         fn starting(&mut self, step: Step) {
             if let Some((_, theirs, deployed)) = self.updater.as_ref().filter(|(at, ..)| *at == step) {
                 std::fs::rename(theirs, deployed).expect("the other updater's mv");
+            }
+            if let Some((_, image, bytes)) = self.rewrite.as_ref().filter(|(at, ..)| *at == step) {
+                std::fs::write(image, bytes).expect("the camera rewrites its file in place");
             }
             if self.at == Some(At::Before(step)) {
                 std::panic::panic_any(KILLED);
@@ -273,6 +283,52 @@ mod with_libraries {
             assert!(summary.previous.is_none(), "{summary:?}");
             assert!(night.work.join("run/train/best.onnx").is_file(), "the candidate is kept");
         }
+    }
+
+    /// A camera that reuses its file names rewrites a frame in place after the label step: the frame
+    /// is labelled again before training, never trained with the labels of the old pixels.
+    #[test]
+    fn a_frame_rewritten_between_label_and_train_is_labelled_again_first() {
+        let scene = scene();
+        let night = night(&scene);
+        let mut frames: Vec<PathBuf> =
+            std::fs::read_dir(&scene.images).expect("ls").map(|e| e.expect("entry").path()).collect();
+        frames.sort();
+        let other = std::fs::read(&frames[1]).expect("another frame's bytes");
+        let mut runner = KillingRunner::new(None);
+        runner.rewrite = Some((Step::Plan, frames[0].clone(), other.clone()));
+        let outcome = start(&night, &mut runner).expect("no kill").expect("the night ends");
+        assert!(matches!(outcome, Outcome::Finished(_)), "{outcome:?}");
+        assert_eq!(runner.label_calls, 2, "labelled once, then again for the rewritten frame");
+        // Just rewritten, it is left for the next night (still being written, as far as anyone can
+        // tell): its old labels are gone and it is in neither list, so nothing trained on them.
+        let labelled = night.work.join("labelled");
+        let stem = frames[0].file_stem().expect("stem").to_string_lossy().into_owned();
+        assert!(!labelled.join(format!("labels/{stem}.txt")).exists());
+        for list in ["train.txt", "val.txt"] {
+            let text = std::fs::read_to_string(labelled.join(list)).unwrap_or_default();
+            assert!(!text.contains(&format!("{stem}.")), "{list}: {text}");
+        }
+        // The next night it is labelled by its new pixels: as the frame they were copied from.
+        let minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&frames[0])
+            .expect("open")
+            .set_modified(minute_ago)
+            .expect("mtime");
+        let mut next = KillingRunner::new(None);
+        start(&night, &mut next).expect("no kill").expect("the next night ends");
+        assert_eq!(next.label_calls, 1, "nothing rewritten: the label step runs once");
+        let labels = |frame: &Path| {
+            let stem = frame.file_stem().expect("stem").to_string_lossy().into_owned();
+            std::fs::read_to_string(labelled.join(format!("labels/{stem}.txt"))).expect("labels")
+        };
+        assert_eq!(labels(&frames[0]), labels(&frames[1]));
+        assert_eq!(
+            std::fs::read(labelled.join("images").join(frames[0].file_name().expect("name"))).expect("read"),
+            other
+        );
     }
 
     /// The gate through the library, in process: a candidate identical to the deployed model gains

@@ -117,6 +117,29 @@ impl FieldRun {
         session: &headroom_infer::provider::SessionOptions,
     ) -> crate::Result<Outcome> {
         for step in [Step::Label, Step::Plan, Step::Train, Step::Export] {
+            if step == Step::Train && !self.state.is_done(Step::Train) {
+                // A camera that reuses its file names may have rewritten a labelled frame since the
+                // label step: those are labelled again first, never trained with the old labels.
+                let changed = crate::sources::changed_since_labelled(&self.labelled())?;
+                if !changed.is_empty() {
+                    tracing::warn!(
+                        "{} labelled images changed since they were labelled ({}{}): labelling them again \
+                         before training",
+                        changed.len(),
+                        changed.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                        if changed.len() > 3 { ", …" } else { "" }
+                    );
+                    // The label step is done: its child runs again as it is, outside the bookkeeping.
+                    match self.child_step(Step::Label, settings, runner) {
+                        Ok(Ended::Done) => {}
+                        Ok(Ended::Stopped(signal)) => return Ok(Outcome::Stopped(signal)),
+                        Err(err) => {
+                            let child_error = runner.last_error();
+                            return Err(self.failed(Step::Label, err, child_error));
+                        }
+                    }
+                }
+            }
             if let Some(signal) =
                 self.step(step, runner, |run, runner| run.child_step(step, settings, runner))?
             {

@@ -12,6 +12,17 @@ use headroom_infer::label::output::{JobState, job_state, plan_jobs};
 
 const INDEX: &str = "field-sources.json";
 
+/// Beside the index: each indexed image's size and modification time when it was hashed, so that
+/// a later look can tell, without reading every image, which ones may have changed.
+const STATS: &str = "field-sources-stat.json";
+
+/// Size and modification time (ns since the epoch) of a file, following links.
+fn stat(path: &Path) -> Option<(u64, i128)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec())))
+}
+
 /// Brings the labelled dataset in line with the images' contents. Returns whether every image must
 /// be relabelled because the teacher changed (the labelled set was made by another teacher file).
 pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<bool> {
@@ -50,6 +61,7 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<boo
     };
     let (jobs, _skipped) = plan_jobs(images, labelled)?;
     let mut now = BTreeMap::new();
+    let mut stats: BTreeMap<String, (u64, i128)> = BTreeMap::new();
     let mut invalidated = 0usize;
     for job in &jobs {
         let key = job.source.strip_prefix(images).unwrap_or(&job.source).display().to_string();
@@ -66,6 +78,9 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<boo
             }
         };
         let sha = sha256_hex(&bytes);
+        if let Some(seen) = stat(&job.source) {
+            stats.insert(key.clone(), seen);
+        }
         if recorded.get(&key).is_some_and(|was| *was != sha) {
             let ours = match job_state(job, false) {
                 JobState::Done(None) => Some(&job.label),
@@ -91,7 +106,32 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<boo
     std::fs::create_dir_all(labelled).with_context(|| format!("creating {}", labelled.display()))?;
     let text = serde_json::to_string_pretty(&now)? + "\n";
     headroom_core::fsio::write_atomic(&index_path, text.as_bytes())?;
+    let text = serde_json::to_string(&stats)? + "\n";
+    headroom_core::fsio::write_atomic(&labelled.join(STATS), text.as_bytes())?;
     Ok(teacher_changed)
+}
+
+/// The labelled images whose bytes are no longer those that were labelled: a camera that reuses
+/// its file names and rewrote one in place after the label step (a hard link shares the rewrite).
+/// Only the images whose size or time moved since they were hashed are read again.
+pub fn changed_since_labelled(labelled: &Path) -> crate::Result<Vec<String>> {
+    let read = |name: &str| -> Option<String> { std::fs::read_to_string(labelled.join(name)).ok() };
+    let (Some(index), Some(stats)) = (read(INDEX), read(STATS)) else { return Ok(Vec::new()) };
+    let index: BTreeMap<String, String> = serde_json::from_str(&index).unwrap_or_default();
+    let stats: BTreeMap<String, (u64, i128)> = serde_json::from_str(&stats).unwrap_or_default();
+    let mut changed = Vec::new();
+    for (key, seen) in &stats {
+        let image = labelled.join("images").join(key);
+        let Some(now) = stat(&image) else { continue };
+        if now == *seen {
+            continue;
+        }
+        let Some(sha) = index.get(key) else { continue };
+        if headroom_core::fsio::read_regular(&image).is_ok_and(|bytes| sha256_hex(&bytes) != *sha) {
+            changed.push(key.clone());
+        }
+    }
+    Ok(changed)
 }
 
 /// The contents the labelled set in `labelled` indexed (their SHA-256), as the last sync left them.
