@@ -408,6 +408,37 @@ mod with_libraries {
         assert!(!state["done"].as_array().expect("done").iter().any(|s| s == "train"), "{state}");
     }
 
+    /// The holdout's and the old scenes' val images copied into the folder of new images (other
+    /// names): labelling leaves them out by content, with one warning and the count in the summary
+    /// and report, so the gate never scores training images (they were labelled and trained on).
+    #[test]
+    fn holdout_and_old_images_among_the_new_ones_are_never_labelled() {
+        let scene = scene();
+        let mut copied = 0;
+        for (data, prefix) in [(&scene.holdout, "h"), (&scene.old, "o")] {
+            let val = data.parent().expect("dataset").join("images/val");
+            for (i, entry) in std::fs::read_dir(&val).expect("val images").enumerate() {
+                let from = entry.expect("entry").path();
+                let ext = from.extension().expect("ext").to_string_lossy().into_owned();
+                std::fs::copy(&from, scene.images.join(format!("{prefix}-copy-{i}.{ext}"))).expect("copy");
+                copied += 1;
+            }
+        }
+        crate::common::settle_images(&scene.images);
+        let mut args = field_args(&scene, &scene.always);
+        args.push("--json".into());
+        let out = run(&args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains(&format!("{copied} images under --images")), "{}", text(&out));
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json summary");
+        assert_eq!(summary["labelled"]["excluded"], copied, "{summary}");
+        assert_eq!(summary["labelled"]["labelled_now"], 20, "{summary}");
+        let labels = names(&work(&scene).join("labelled/labels"));
+        assert!(labels.iter().all(|n| !n.contains("-copy-")), "{labels:?}");
+        let report = std::fs::read_to_string(work(&scene).join("run/report.md")).expect("report");
+        assert!(report.contains(&format!("{copied} left out")), "{report}");
+    }
+
     /// An empty camera folder (a camera offline) is a quiet night, night after night: exit 0, no
     /// run begun, nothing set aside. (It was exit 2 and a `-failed` run every second night.)
     #[test]

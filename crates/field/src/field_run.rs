@@ -312,6 +312,10 @@ impl FieldRun {
         // The labelled set keeps its own pixels: a camera that deletes, renames or replaces its
         // files, or a folder that moves, leaves what was labelled as it was labelled.
         a.push("--hardlink-images".into());
+        // The gate's data never becomes training data, whatever its name or folder.
+        for data in std::iter::once(&s.inputs.holdout).chain(s.inputs.old.as_ref()) {
+            a.extend(["--exclude-like".into(), path(data)]);
+        }
         a.extend(["--device".into(), s.runs_on.clone()]);
         if let Some(ep) = &s.ep {
             a.extend(["--ep".into(), ep.clone(), "--ep-fallback".into()]);

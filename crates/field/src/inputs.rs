@@ -193,30 +193,9 @@ pub fn check_inputs(given: Given<'_>) -> crate::Result<Inputs> {
             config.names.join(", "),
             names.join(", ")
         );
-        let split = crate::gate::check_labelled(&config, flag)?;
-        if flag == "--holdout" {
-            warn_if_holdout_is_trained_on(&images, &holdout, &split.images);
-        }
+        // Its images may sit in the folder of new images: labelling leaves them out by content
+        // (`headroom label --exclude-like`), so the gate never scores training images.
+        crate::gate::check_labelled(&config, flag)?;
     }
     Ok(Inputs { images, teacher, deployed, holdout, old, names })
-}
-
-/// A holdout whose images sit in the folder of new images is trained on: its gain is not a
-/// measurement. Warned, not refused (the gate still runs).
-fn warn_if_holdout_is_trained_on(
-    images: &Path,
-    holdout: &Path,
-    held: &[headroom_core::dataset::ImageRecord],
-) {
-    let Ok(images) = images.canonicalize() else { return };
-    let inside = held.iter().filter(|r| r.image.canonicalize().is_ok_and(|p| p.starts_with(&images))).count();
-    if inside > 0 {
-        tracing::warn!(
-            "{inside} of the {} holdout images ({}) are in --images {}: they are labelled and trained on, so \
-             the gate measures on training images; keep the holdout outside the folder of new images",
-            held.len(),
-            holdout.display(),
-            images.display()
-        );
-    }
 }

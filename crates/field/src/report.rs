@@ -95,6 +95,9 @@ pub struct Labelled {
     pub labelled_now: Option<usize>,
     /// Images an earlier run had labelled.
     pub already_labelled: Option<usize>,
+    /// Images left out because they are images of the holdout or the old scenes (by content).
+    #[serde(default)]
+    pub excluded: Option<usize>,
 }
 
 /// Writes `summary.json` and `report.md`, marks the run finished, and says what happened.
@@ -148,6 +151,7 @@ pub fn finish(
             images: counts.map(|c| c.images),
             labelled_now: counts.map(|c| c.labelled),
             already_labelled: counts.map(|c| c.already_done),
+            excluded: counts.map(|c| c.excluded),
         },
         gate: run.join("gate.json"),
         plan: run.join("plan.json"),
@@ -157,7 +161,7 @@ pub fn finish(
     headroom_core::fsio::write_atomic(&run.join("summary.json"), text.as_bytes())?;
     headroom_core::fsio::write_atomic(
         &run.join("report.md"),
-        markdown(state, gate, decision.word(), deployed).as_bytes(),
+        markdown(state, gate, decision.word(), deployed, &summary.labelled).as_bytes(),
     )?;
     // What this run was gated on: a night with nothing new after it trains no more.
     if let Some(work) = run.parent() {
@@ -176,7 +180,13 @@ pub fn finish(
     Ok(summary)
 }
 
-fn markdown(state: &RunState, gate: &GateReport, decision: &str, deployed: &Path) -> String {
+fn markdown(
+    state: &RunState,
+    gate: &GateReport,
+    decision: &str,
+    deployed: &Path,
+    labelled: &Labelled,
+) -> String {
     let mut md = format!(
         "# Field run {}\n\n**{decision}** ({}): `{}`\n\n| condition | held | figures |\n|---|---|---|\n",
         state.id,
@@ -185,6 +195,16 @@ fn markdown(state: &RunState, gate: &GateReport, decision: &str, deployed: &Path
     );
     for c in &gate.conditions {
         md += &format!("| {} | {} | {} |\n", c.name, if c.passed { "yes" } else { "**no**" }, c.detail);
+    }
+    if let (Some(images), Some(now)) = (labelled.images, labelled.labelled_now) {
+        md += &format!("\nLabelled set: {images} images, {now} labelled tonight");
+        match labelled.excluded {
+            Some(n) if n > 0 => {
+                md +=
+                    &format!("; {n} left out: the bytes of holdout or old-scene images (never trained on).\n")
+            }
+            _ => md += ".\n",
+        }
     }
     md += "\n| set | images | without label file (background) | candidate mAP50-95 | deployed mAP50-95 |\n\
            |---|---|---|---|---|\n";

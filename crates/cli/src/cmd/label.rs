@@ -56,6 +56,11 @@ pub struct Args {
     /// Copy images into DATASET/images instead of symlinking them.
     #[arg(long, conflicts_with = "hardlink_images")]
     pub copy_images: bool,
+    /// Never label an image with the bytes of a val image of this dataset (repeatable): a holdout
+    /// or old scenes kept inside the folder of new images stay out of training. `headroom field
+    /// run` gives its --holdout and --old.
+    #[arg(long, value_name = "DATA.yaml")]
+    pub exclude_like: Vec<PathBuf>,
     /// Hard-link images into DATASET/images (a copy where the file systems differ): the dataset
     /// keeps its pixels when the images folder moves or a camera deletes or replaces its files
     /// (`headroom field run` labels so).
@@ -272,6 +277,7 @@ fn label_with<T: headroom_infer::label::TeacherModel>(
         min_box: args.min_box,
         top_k: args.topk,
         class_map,
+        exclude_like: args.exclude_like.clone(),
         images_as: if args.copy_images {
             headroom_infer::label::output::Placement::Copy
         } else if args.hardlink_images {

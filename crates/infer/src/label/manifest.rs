@@ -74,6 +74,10 @@ pub struct LabelCounts {
     /// Older images left out by `--max-images` (not counted in `images`).
     #[serde(default)]
     pub beyond_max: usize,
+    /// Images left out because their bytes are those of an image of an `--exclude-like` val split
+    /// (a holdout or old-scene image in the folder of new images; not counted in `images`).
+    #[serde(default)]
+    pub excluded: usize,
 }
 
 /// Whether a run finished.

@@ -32,6 +32,10 @@ pub struct LabelRequest {
     pub class_map: Option<(String, String)>,
     /// How images are put into `images/` (symbolic links by default).
     pub images_as: output::Placement,
+    /// Datasets whose val images must never be labelled: an image under `images` with the same bytes
+    /// as one of them is left out (and its earlier teacher labels removed). `headroom field run`
+    /// gives its holdout and old scenes, so the gate's data stays out of training.
+    pub exclude_like: Vec<PathBuf>,
     /// Keep at most this many images in the dataset: the newest by modification time, besides
     /// every image with a human label; the older ones leave it (their link and teacher labels are
     /// removed, never a human label).
@@ -106,6 +110,7 @@ pub fn label_folder<T: TeacherModel>(
         // Debug format: a name with a line break stays on one line, escaped.
         tracing::warn!("skipping {:?}: {}", image.path, image.reason);
     }
+    let (jobs, excluded) = exclude_like(jobs, &request.exclude_like)?;
     let (jobs, beyond) = match request.max_images {
         Some(max) => output::keep_newest(jobs, max)?,
         None => (jobs, Vec::new()),
@@ -124,6 +129,18 @@ pub fn label_folder<T: TeacherModel>(
             beyond.len()
         );
     }
+    if !excluded.is_empty() {
+        let removed = output::remove_teacher_outputs(&excluded)?;
+        tracing::warn!(
+            "{} images under --images {} have the bytes of val images of {} (a holdout or old scenes in \
+             the folder of new images): not labelled, so never trained on{}",
+            excluded.len(),
+            request.images.display(),
+            request.exclude_like.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            if removed > 0 { format!(" ({removed} had teacher labels, removed)") } else { String::new() }
+        );
+    }
+    manifest.counts.excluded = excluded.len();
     manifest.counts.beyond_max = beyond.len();
     manifest.counts.images = jobs.len() + skipped.len();
     let skipped_by_plan = skipped.len();
@@ -244,6 +261,28 @@ const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 type Targets = Vec<Option<(PathBuf, Option<Conflict>)>>;
 
 /// The jobs to run and where their labels go; finished ones are counted in `manifest`.
+/// Splits `jobs` into those to keep and those whose image has the bytes of a val image of one of
+/// `datasets` (read by content: another name or folder does not hide it).
+fn exclude_like(
+    jobs: Vec<output::Job>,
+    datasets: &[PathBuf],
+) -> Result<(Vec<output::Job>, Vec<output::Job>)> {
+    if datasets.is_empty() {
+        return Ok((jobs, Vec::new()));
+    }
+    let sha = |path: &Path| {
+        headroom_core::fsio::read_regular(path).ok().map(|b| headroom_core::hash::sha256_hex(&b))
+    };
+    let mut held = std::collections::HashSet::new();
+    for data in datasets {
+        let config = headroom_core::dataset::DataConfig::load(data)?;
+        let Some(sources) = config.split_sources(headroom_core::dataset::Split::Val) else { continue };
+        let images = headroom_core::dataset::layout::list_images(&config.file, "val", sources)?;
+        held.extend(images.iter().filter_map(|image| sha(image)));
+    }
+    Ok(jobs.into_iter().partition(|job| !sha(&job.source).is_some_and(|s| held.contains(&s))))
+}
+
 fn plan_states(jobs: &[output::Job], force: bool, manifest: &mut LabelManifest) -> (Vec<usize>, Targets) {
     let mut todo = Vec::new();
     let mut targets = vec![None; jobs.len()];
