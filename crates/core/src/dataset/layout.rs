@@ -8,7 +8,8 @@ use std::path::{Component, Path, PathBuf};
 use crate::{Error, Result};
 
 /// Image file extensions Ultralytics lists (`IMG_FORMATS`), lowercase. headroom decodes PNG, JPEG (and
-/// MPO, a JPEG), BMP and WebP; files of the other formats are listed and then reported as unreadable.
+/// MPO, a JPEG), BMP, WebP and TIFF; files of the other formats (AVIF, DNG, HEIC/HEIF, JPEG 2000) are
+/// listed and then reported as unreadable.
 pub const IMG_FORMATS: [&str; 13] =
     ["avif", "bmp", "dng", "heic", "heif", "jp2", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp"];
 

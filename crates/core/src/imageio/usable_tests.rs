@@ -102,3 +102,19 @@ fn a_fifo_is_refused_unread() {
     let err = usable_image(&path, SETTLE_TIME).expect_err("fifo").to_string();
     assert!(err.contains("not a regular file"), "{err}");
 }
+
+/// TIFF, which cameras write and Ultralytics lists, decodes (it was listed by its extension and then
+/// refused as a format not supported).
+#[test]
+fn a_tiff_frame_is_usable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("frame.tiff");
+    let mut pixels = image::RgbImage::new(32, 24);
+    for (x, y, p) in pixels.enumerate_pixels_mut() {
+        *p = image::Rgb([(x * 7) as u8, (y * 9) as u8, 200]);
+    }
+    pixels.save_with_format(&path, image::ImageFormat::Tiff).expect("write a TIFF");
+    set_age(&path, 60);
+    let usable = usable_image(&path, SETTLE_TIME).expect("a TIFF frame is usable");
+    assert_eq!(usable.image, pixels);
+}
