@@ -268,20 +268,22 @@ mod with_libraries {
                 .iter()
                 .map(|a| a.to_string())
                 .collect();
-        args.extend(
-            [
-                "--images",
-                "/data/new",
-                "--teacher",
-                "/opt/t.onnx",
-                "--model",
-                "/opt/m.onnx",
-                "--holdout",
-                "/data/h.yaml",
-            ]
-            .iter()
-            .map(|a| a.to_string()),
-        );
+        let d = dir.path().display().to_string();
+        for file in ["opt/t.onnx", "opt/m.onnx", "data/h.yaml", "data/my holdout.yaml"] {
+            std::fs::create_dir_all(dir.path().join(file).parent().expect("parent")).expect("mkdir");
+            std::fs::write(dir.path().join(file), b"").expect("touch");
+        }
+        std::fs::create_dir_all(dir.path().join("data/new")).expect("mkdir");
+        args.extend([
+            "--images".into(),
+            format!("{d}/data/new"),
+            "--teacher".into(),
+            format!("{d}/opt/t.onnx"),
+            "--model".into(),
+            format!("{d}/opt/m.onnx"),
+            "--holdout".into(),
+            format!("{d}/data/h.yaml"),
+        ]);
         let out = run(&args, &[]);
         assert!(out.status.success(), "{}", text(&out));
         let service = std::fs::read_to_string(units.join("headroom-field.service")).expect("service");
@@ -292,7 +294,8 @@ mod with_libraries {
         assert!(timer.contains("OnCalendar=*-*-* 02:00:00"), "{timer}");
         let env_text = std::fs::read_to_string(&env).expect("env file");
         assert!(
-            env_text.contains("HEADROOM_FIELD_ARGS=\"--images /data/new --teacher /opt/t.onnx"),
+            env_text
+                .contains(&format!("HEADROOM_FIELD_ARGS=\"--images {d}/data/new --teacher {d}/opt/t.onnx")),
             "{env_text}"
         );
 
@@ -302,7 +305,7 @@ mod with_libraries {
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
         assert!(text(&out).contains("--bogus"), "{}", text(&out));
         let mut spaced = args.clone();
-        spaced[args.len() - 1] = "/data/my holdout.yaml".into();
+        spaced[args.len() - 1] = format!("{d}/data/my holdout.yaml");
         let out = run(&spaced, &[]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
         assert!(text(&out).contains("my holdout.yaml"), "{}", text(&out));

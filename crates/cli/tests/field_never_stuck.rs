@@ -314,7 +314,16 @@ mod with_libraries {
     #[test]
     fn install_service_writes_absolute_paths_and_refuses_what_is_not_a_calendar_event() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let root = dir.path();
+        let root = &dir.path().join("here");
+        // The files the flags name exist (install-service refuses a path that does not).
+        for file in ["here/models/t.onnx", "app/m.onnx", "here/h.yaml", "t.onnx", "m.onnx", "h.yaml"] {
+            let path = dir.path().join(file);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, b"").expect("touch");
+        }
+        for folder in ["here/new", "d/new"] {
+            std::fs::create_dir_all(dir.path().join(folder)).expect("mkdir");
+        }
         let install = |calendar: &str, path_var: &str, flags: &[&str]| {
             let mut args =
                 strings(&["field", "install-service", "--unit-dir", "units", "--env-file", "field.env"]);
@@ -356,8 +365,24 @@ mod with_libraries {
         assert!(service.contains(&format!("EnvironmentFile={r}/field.env")), "{service}");
 
         // The usual forms pass the grammar (no systemd-analyze on an empty PATH).
-        let flags =
-            ["--images", "/d/new", "--teacher", "/t.onnx", "--model", "/m.onnx", "--holdout", "/h.yaml"];
+        let d = dir.path().display().to_string();
+        let (images, teacher, model, holdout) =
+            (format!("{d}/d/new"), format!("{d}/t.onnx"), format!("{d}/m.onnx"), format!("{d}/h.yaml"));
+        let flags = ["--images", &images, "--teacher", &teacher, "--model", &model, "--holdout", &holdout];
+        // A path that does not exist: refused, nothing written.
+        let typo = [
+            "--images",
+            &images,
+            "--teacher",
+            "/no/such/teacher.onnx",
+            "--model",
+            &model,
+            "--holdout",
+            &holdout,
+        ];
+        let out = install("daily", "", &typo);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("--teacher /no/such/teacher.onnx: no such file"), "{}", text(&out));
         for calendar in ["daily", "hourly", "Mon..Fri 03:00", "*-*-* 02:00:00", "weekly UTC"] {
             let out = install(calendar, "", &flags);
             assert!(out.status.success(), "{calendar}: {}", text(&out));

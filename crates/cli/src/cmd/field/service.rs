@@ -61,7 +61,8 @@ pub fn install(args: &Args) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// The flags must be ones `headroom field run` takes (files are checked when it runs).
+/// The flags must be ones `headroom field run` takes, naming files and folders that exist (a typo
+/// found tonight, not in a journal after the first night; what they hold is checked when it runs).
 fn check_run_flags(flags: &[String]) -> anyhow::Result<()> {
     use clap::Parser as _;
     #[derive(Debug, clap::Parser)]
@@ -71,7 +72,27 @@ fn check_run_flags(flags: &[String]) -> anyhow::Result<()> {
         args: super::RunArgs,
     }
     let argv = std::iter::once("headroom field run".to_string()).chain(flags.iter().cloned());
-    Run::try_parse_from(argv)
+    let run = Run::try_parse_from(argv)
         .map_err(|e| anyhow::anyhow!("the flags after `--`: {}", e.to_string().trim()))?;
+    let args = &run.args;
+    let files = [
+        ("--teacher", Some(&args.teacher)),
+        ("--model", Some(&args.model)),
+        ("--holdout", Some(&args.holdout)),
+    ];
+    for (flag, path) in files.into_iter().chain([("--old", args.old.as_ref())]) {
+        let Some(path) = path else { continue };
+        anyhow::ensure!(
+            path.is_file(),
+            "the flags after `--`: {flag} {}: no such file; nothing was written",
+            path.display()
+        );
+    }
+    anyhow::ensure!(
+        args.images.is_dir(),
+        "the flags after `--`: --images {}: no such folder (a camera folder mounted later: create it first); nothing \
+         was written",
+        args.images.display()
+    );
     Ok(())
 }
