@@ -87,6 +87,7 @@ impl StepRunner for ChildRunner {
         if read {
             command.stderr(std::process::Stdio::piped());
         }
+        let oom_before = oom_kills();
         let mut child = command.spawn().with_context(|| format!("starting {}", self.exe.display()))?;
         let reader = child.stderr.take().map(|pipe| std::thread::spawn(move || pass_through(pipe)));
         // The child runs in its own process group: a signal meant for the loop (SIGTERM from systemd
@@ -116,16 +117,44 @@ impl StepRunner for ChildRunner {
                 Ok(Ended::Done)
             }
             Some(code @ (129 | 130 | 143)) => Ok(Ended::Stopped(code - 128)),
-            _ => bail!(
+            Some(_) => bail!(
                 "`{} {}` failed ({status}; its messages are above)",
                 self.exe.display(),
                 call.args.join(" ")
             ),
+            None => {
+                use std::os::unix::process::ExitStatusExt as _;
+                let why = killed_by(status.signal().unwrap_or(0), oom_before, oom_kills());
+                bail!("`{} {}` {why}", self.exe.display(), call.args.join(" "))
+            }
         }
     }
 
     fn last_error(&mut self) -> Option<String> {
         self.last_error.take()
+    }
+}
+
+/// The kernel's count of processes its out-of-memory killer ended (`oom_kill` in /proc/vmstat).
+fn oom_kills() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    text.lines().find_map(|line| line.strip_prefix("oom_kill ")?.trim().parse().ok())
+}
+
+/// What ended a child that a signal killed, in words an operator can act on: a SIGKILL while the
+/// kernel's out-of-memory killer struck is named as that.
+fn killed_by(signal: i32, oom_before: Option<u64>, oom_after: Option<u64>) -> String {
+    let oom = matches!((oom_before, oom_after), (Some(a), Some(b)) if b > a);
+    match signal {
+        9 if oom => "was killed by the kernel's out-of-memory killer (SIGKILL; /proc/vmstat oom_kill went up \
+             meanwhile): memory ran out on this device. Leave the step more (a larger --reserve for \
+             nothing else running, fewer other services) or train with less (--board with a smaller \
+             budget, --train head); `journalctl -k` names the process"
+            .to_string(),
+        9 => "was killed by SIGKILL (signal 9), not by the out-of-memory killer as far as /proc/vmstat \
+              tells: something else ended it (a watchdog, a person, a service manager's timeout)"
+            .to_string(),
+        n => format!("was killed by signal {n}"),
     }
 }
 
@@ -189,5 +218,20 @@ fn die_with_parent(command: &mut std::process::Command) {
                 Ok(())
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{killed_by, oom_kills};
+
+    #[test]
+    fn a_child_the_oom_killer_ended_is_named_so() {
+        assert!(killed_by(9, Some(3), Some(4)).contains("out-of-memory killer (SIGKILL"));
+        let other = killed_by(9, Some(3), Some(3));
+        assert!(other.contains("not by the out-of-memory killer"), "{other}");
+        assert!(!killed_by(9, None, None).contains("killer (SIGKILL"));
+        assert_eq!(killed_by(11, Some(1), Some(2)), "was killed by signal 11");
+        assert!(oom_kills().is_some(), "Linux 4.13+ counts OOM kills in /proc/vmstat");
     }
 }
