@@ -267,6 +267,21 @@ mod with_libraries {
         assert!(!scene.images.join(".headroom-field").exists(), "nothing written");
     }
 
+    /// A holdout of 0-byte images (a copy cut short) is named as unusable images, not as images
+    /// without label files; refused before any work.
+    #[test]
+    fn a_holdout_of_empty_images_is_refused_as_such() {
+        let scene = scene();
+        let val = scene.holdout.parent().expect("holdout").join("images/val");
+        for entry in std::fs::read_dir(&val).expect("val images") {
+            std::fs::write(entry.expect("entry").path(), b"").expect("truncate");
+        }
+        let out = run(&field_args(&scene, &scene.always), &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("none of the 12 images of its val split can be used"), "{}", text(&out));
+        assert!(!text(&out).contains("has a label file"), "{}", text(&out));
+    }
+
     #[test]
     fn holdout_and_old_images_without_label_files_are_counted_and_warned_about() {
         let scene = scene();

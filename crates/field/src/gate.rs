@@ -9,7 +9,7 @@ use headroom_core::metrics::Metrics;
 use headroom_core::metrics::bootstrap::{BootstrapOptions, PairedDifference, paired_map_difference};
 use serde::{Deserialize, Serialize};
 
-use crate::{Context as _, ensure};
+use crate::{Context as _, bail, ensure};
 use headroom_core::dataset::{DataConfig, LoadOptions, Split, load_split};
 
 /// One condition of the gate.
@@ -313,8 +313,21 @@ fn labelled_split(config: &DataConfig, flag: &str) -> crate::Result<headroom_cor
     let data = &config.file;
     let split = load_split(config, Split::Val, LoadOptions { strict: false })
         .with_context(|| format!("{flag} {}", data.display()))?;
+    let report = &split.report;
+    if report.labels_found == 0 && !report.skipped.is_empty() && split.images.is_empty() {
+        // Not a question of label files: the images themselves cannot be used (empty files, a copy
+        // cut short, not images).
+        bail!(
+            "{flag} {}: none of the {} images of its val split can be used ({} skipped; the first: {}): \
+             the gate needs readable, labelled images",
+            data.display(),
+            report.images_listed,
+            report.skipped.len(),
+            report.skipped[0]
+        );
+    }
     ensure!(
-        split.report.labels_found > 0,
+        report.labels_found > 0,
         "{flag} {}: no image of its val split has a label file: the gate needs labelled images",
         data.display()
     );
