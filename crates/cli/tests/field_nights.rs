@@ -193,6 +193,27 @@ mod with_libraries {
         assert_eq!(sha(&scene.deployed), sha(&run_dir.join("train/best.onnx")), "deployed");
     }
 
+    /// A training's epochs edited by hand in its config.toml (1 → 3) are not silently honoured: the
+    /// training is set aside and starts anew with the run's own settings.
+    #[test]
+    fn a_hand_edited_epoch_count_is_set_aside_not_honoured() {
+        let scene = scene();
+        let args = field_args(&scene, &scene.always);
+        let work = work(&scene);
+        let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", "train:mid")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        let config = work.join("run/train/config.toml");
+        let toml = std::fs::read_to_string(&config).expect("config.toml");
+        let edited = toml.replace("epochs = 1\n", "epochs = 3\n");
+        assert_ne!(edited, toml, "the epochs are edited: {toml}");
+        std::fs::write(&config, edited).expect("edit");
+        let out = run(&args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("its config.toml says 3 epochs, this run asks for 1"), "{}", text(&out));
+        let spec = std::fs::read_to_string(work.join("run/train/config.toml")).expect("config.toml");
+        assert!(spec.contains("epochs = 1\n"), "{spec}");
+    }
+
     #[test]
     fn bad_and_unfinished_frames_among_the_images_never_stop_the_night() {
         let scene = scene();

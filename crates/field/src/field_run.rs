@@ -360,7 +360,11 @@ impl FieldRun {
         let labelled = self.labelled();
         let base_bytes = std::fs::metadata(&base).with_context(|| format!("reading {}", base.display()))?;
         crate::disk::check_free_space(&self.run, base_bytes.len())?;
-        set_aside_foreign_training(&train_dir, &base, &labelled.join("data.yaml"))?;
+        // The epochs this run asks for (the preset's or the command line's), when it names them.
+        let epochs =
+            s.train_flags.iter().position(|f| f == "--epochs").and_then(|i| s.train_flags.get(i + 1));
+        let epochs = epochs.and_then(|e| e.parse::<usize>().ok());
+        set_aside_foreign_training(&train_dir, &base, &labelled.join("data.yaml"), epochs)?;
         let mut a: Vec<String> = vec!["train".into()];
         if train_dir.join("config.toml").is_file() {
             a.extend(["--resume".into(), path(&train_dir)]);
@@ -444,10 +448,17 @@ fn settle() -> [String; 2] {
     ["--settle".into(), headroom_core::imageio::SETTLE_TIME.as_secs().to_string()]
 }
 
-/// A training folder whose settings do not load, or that trains another model or dataset than this
-/// run's (a hand-edited `config.toml`), is set aside beside it (`train.set-aside-<time>`) and the
-/// training starts anew: resuming it would mix datasets or fail every night.
-fn set_aside_foreign_training(train_dir: &Path, base: &Path, data: &Path) -> crate::Result<()> {
+/// A training folder whose settings do not load, or that trains another model or dataset, or for
+/// other epochs than this run asks (a hand-edited `config.toml`), is set aside beside it
+/// (`train.set-aside-<time>`) and the training starts anew: resuming it would mix datasets, fail
+/// every night, or train what nobody asked for. (The planner may change the batch or what trains;
+/// never the epochs.)
+fn set_aside_foreign_training(
+    train_dir: &Path,
+    base: &Path,
+    data: &Path,
+    epochs: Option<usize>,
+) -> crate::Result<()> {
     if !train_dir.join("config.toml").is_file() {
         return Ok(());
     }
@@ -459,6 +470,11 @@ fn set_aside_foreign_training(train_dir: &Path, base: &Path, data: &Path) -> cra
             spec.data.display(),
             base.display(),
             data.display()
+        ),
+        Ok(spec) if epochs.is_some_and(|e| e != spec.settings.epochs) => format!(
+            "its config.toml says {} epochs, this run asks for {} (edited by hand?)",
+            spec.settings.epochs,
+            epochs.unwrap_or_default()
         ),
         Ok(_) => return Ok(()),
     };
