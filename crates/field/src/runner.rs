@@ -146,11 +146,12 @@ fn oom_kills() -> Option<u64> {
 fn killed_by(signal: i32, oom_before: Option<u64>, oom_after: Option<u64>) -> String {
     let oom = matches!((oom_before, oom_after), (Some(a), Some(b)) if b > a);
     match signal {
-        9 if oom => "was killed by the kernel's out-of-memory killer (SIGKILL; /proc/vmstat oom_kill went up \
-             meanwhile): memory ran out on this device. Leave the step more (a larger --reserve for \
-             nothing else running, fewer other services) or train with less (--board with a smaller \
-             budget, --train head); `journalctl -k` names the process"
-            .to_string(),
+        9 if oom => {
+            "was killed by the kernel's out-of-memory killer (SIGKILL; /proc/vmstat oom_kill went up \
+             meanwhile): memory ran out on this device. Stop other services, or plan for less (a larger \
+             --reserve, a smaller --board preset, --train head); `journalctl -k` names the process"
+                .to_string()
+        }
         9 => "was killed by SIGKILL (signal 9), not by the out-of-memory killer as far as /proc/vmstat \
               tells: something else ended it (a watchdog, a person, a service manager's timeout)"
             .to_string(),
