@@ -34,9 +34,14 @@ pub fn prune_history(history: &Path, keep: usize) -> crate::Result<()> {
     Ok(())
 }
 
-/// The `seq` of the run in `run` (0 when its state does not say, or does not load).
+/// The `seq` of the run in `run` (0 when its `state.json` does not say, or does not read). Read as
+/// plain JSON: the state's type lives in `state`, which prunes through this module.
 fn run_seq(run: &Path) -> u64 {
-    crate::state::RunState::load(run).map(|state| state.seq).unwrap_or(0)
+    std::fs::read_to_string(run.join("state.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|state| state["seq"].as_u64())
+        .unwrap_or(0)
 }
 
 /// The `seq` of every run in `history`.
