@@ -90,14 +90,21 @@ step "installed $version: $prefix/bin/headroom (check it: $prefix/bin/headroom d
 if [ "$systemd" = 1 ]; then
   env_file="$prefix/etc/field.env"
   service_args=(field install-service --unit-dir "$unit_dir" --env-file "$env_file")
-  if [ "$field_args_given" = 1 ] || [ ! -f "$env_file" ]; then
-    if [ "$field_args_given" = 0 ]; then
-      # An example: edit the paths in the env file before enabling the timer.
-      field_args="--images /data/camera/new --model /opt/detector/model.onnx --holdout /data/holdout/data.yaml --old /data/old-scenes/data.yaml --teacher /opt/detector/teacher.onnx --board auto --reserve 1GiB"
-    fi
+  if [ "$field_args_given" = 1 ]; then
+    # Real flags: install-service parses them as `field run` does and refuses paths that do not exist.
     case "$field_args" in *$'\n'*) fail "--field-args must be one line" ;; esac
     read -r -a words <<<"$field_args"
     service_args+=(-- "${words[@]}")
+  elif [ ! -f "$env_file" ]; then
+    # An example, written here (its paths do not exist yet, which install-service would refuse):
+    # edit them in the env file before enabling the timer. install-service then keeps the file.
+    mkdir -p "$(dirname "$env_file")" || fail "cannot create $(dirname "$env_file")"
+    example="--images /data/camera/new --model /opt/detector/model.onnx --holdout /data/holdout/data.yaml --old /data/old-scenes/data.yaml --teacher /opt/detector/teacher.onnx --board auto --reserve 1GiB"
+    # shellcheck disable=SC2016  # the backquotes are Markdown in the file's comment
+    if ! printf '# Flags of `headroom field run` for headroom-field.service (docs/FIELD.md): an example,\n# edit the paths before enabling the timer.\nHEADROOM_FIELD_ARGS="%s"\n' "$example" \
+      > "$env_file.tmp" || ! mv "$env_file.tmp" "$env_file"; then
+      fail "cannot write $env_file"
+    fi
   fi
   # The units run the installed binary (`headroom field run`), which finds its libraries by RUNPATH.
   env -i PATH=/usr/bin:/bin "$prefix/bin/headroom" "${service_args[@]}" \
