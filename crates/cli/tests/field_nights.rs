@@ -41,6 +41,15 @@ mod with_libraries {
             .expect("state json")
     }
 
+    /// A night killed once its training started: the training's config.toml and its text.
+    fn killed_while_training(scene: &Scene, args: &[String]) -> (PathBuf, String) {
+        let out = run(args, &[("HEADROOM_FIELD_KILL_AT", "train:mid")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        let config = work(scene).join("run/train/config.toml");
+        let toml = std::fs::read_to_string(&config).expect("config.toml");
+        (config, toml)
+    }
+
     /// A preset file in the scene: the scene's always-deploying preset with `extra` lines.
     fn preset(scene: &Scene, name: &str, extra: &str) -> PathBuf {
         let always = std::fs::read_to_string(&scene.always).expect("preset");
@@ -159,10 +168,7 @@ mod with_libraries {
         let args = field_args(&scene, &scene.always);
         let work = work(&scene);
         // Killed once the training started; its settings then edited by hand to another dataset.
-        let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", "train:mid")]);
-        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
-        let config = work.join("run/train/config.toml");
-        let toml = std::fs::read_to_string(&config).expect("config.toml");
+        let (config, toml) = killed_while_training(&scene, &args);
         let labelled = work.join("labelled/data.yaml");
         let edited = toml.replace(s(&labelled), s(&scene.holdout));
         assert_ne!(edited, toml, "the data path is edited");
@@ -200,10 +206,7 @@ mod with_libraries {
         let scene = scene();
         let args = field_args(&scene, &scene.always);
         let work = work(&scene);
-        let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", "train:mid")]);
-        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
-        let config = work.join("run/train/config.toml");
-        let toml = std::fs::read_to_string(&config).expect("config.toml");
+        let (config, toml) = killed_while_training(&scene, &args);
         let edited = toml.replace("epochs = 1\n", "epochs = 3\n");
         assert_ne!(edited, toml, "the epochs are edited: {toml}");
         std::fs::write(&config, edited).expect("edit");
