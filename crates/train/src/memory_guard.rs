@@ -351,23 +351,6 @@ pub fn status_bytes(key: &str) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tegra_tests {
-    use super::*;
-
-    #[test]
-    fn the_sampler_sees_memory_the_process_takes_while_it_runs() {
-        let Some(start) = headroom_core::tegra_memory::Sample::read() else { return };
-        let sampler = TegraSampler::start(start, std::time::Duration::from_millis(20));
-        let block = vec![1u8; 200 << 20];
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        let peak = sampler.peak();
-        assert!(peak.peak() >= start.rss_anon + (190 << 20), "{} MiB", peak.peak() >> 20);
-        assert!(block.iter().step_by(4096).all(|b| *b == 1));
-        drop(sampler);
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
