@@ -343,6 +343,8 @@ impl FieldRun {
         if s.distill {
             a.extend(["--teacher".into(), path(&s.inputs.teacher)]);
         }
+        // Its largest frame counts, as in train's own plan.
+        a.extend(["--data".into(), path(&self.labelled().join("data.yaml"))]);
         a.extend([
             "--reserve".into(),
             s.reserve.clone(),

@@ -58,6 +58,11 @@ pub struct Setup {
     /// student's pass runs (`--prefetch`): its working set sits beside the pass's.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub prefetch: bool,
+    /// Bytes reading the data's largest frame holds at once (its file, its decoded pixels and any
+    /// conversion copy: [`headroom_core::imageio::read_cost`]); 0 when the data is not known. A
+    /// 13000² camera frame holds more than a 160-pixel model's whole training pass.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub frame: u64,
 }
 
 impl Setup {
@@ -147,6 +152,7 @@ impl Default for Setup {
             augment: false,
             teacher: None,
             prefetch: false,
+            frame: 0,
         }
     }
 }
@@ -204,6 +210,11 @@ pub struct Components {
     /// without a teacher). The teacher phase is then no phase of its own.
     #[serde(skip_serializing_if = "is_zero")]
     pub prefetch: u64,
+    /// Reading the largest frame ([`Setup::frame`]): between passes on the training thread, beside
+    /// the pass on the prefetch thread (then part of [`Components::prefetch`]), and at evaluation
+    /// beside the written-back model. Host memory: 0 on a discrete GPU.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub decode: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -234,12 +245,12 @@ impl Components {
         self.cut + self.activations + self.backward.max(self.loss) + self.teacher_outputs
     }
 
-    /// The larger of the training passes' phases: trunk, head, teacher.
+    /// The larger of the training passes' phases: trunk, head, teacher, reading the data.
     fn pass_phase(&self) -> u64 {
         if self.prefetch > 0 {
             self.trunk_phase().max(self.head_phase()) + self.prefetch
         } else {
-            self.trunk_phase().max(self.head_phase()).max(self.teacher_pass)
+            self.trunk_phase().max(self.head_phase()).max(self.teacher_pass).max(self.decode)
         }
     }
 
@@ -248,11 +259,14 @@ impl Components {
         self.state() + self.pass_phase().max(self.eval)
     }
 
-    /// Which phase sets the peak: `trunk`, `head`, `teacher` or `eval`.
+    /// Which phase sets the peak: `trunk`, `head`, `teacher`, `data` (reading the largest frame)
+    /// or `eval`.
     pub fn peak_phase(&self) -> &'static str {
         let (trunk, head) = (self.trunk_phase(), self.head_phase());
         if self.eval > self.pass_phase() {
             "eval"
+        } else if self.prefetch == 0 && self.decode > trunk.max(head).max(self.teacher_pass) {
+            "data"
         } else if self.prefetch == 0 && self.teacher_pass > trunk.max(head) {
             "teacher"
         } else if trunk > head {
@@ -287,6 +301,7 @@ impl Components {
             ("teacher", self.teacher),
             ("allocator", self.allocator),
             ("teacher pass", if at == "teacher" { self.teacher_pass } else { 0 }),
+            ("decode", if at == "data" { self.decode } else { 0 }),
             ("teacher outputs", if at == "trunk" || at == "head" { self.teacher_outputs } else { 0 }),
             ("prefetch", if at == "trunk" || at == "head" { self.prefetch } else { 0 }),
             ("input", phase(self.input, true)),
@@ -550,6 +565,7 @@ impl<'a> Planner<'a> {
             teacher_outputs: setup.teacher.map_or(0, |t| t.outputs * b),
             allocator: 0,
             prefetch: 0,
+            decode: 0,
         };
         if setup.prefetch && !setup.cache_features {
             components.prefetch = components.teacher_pass.max(components.input + components.teacher_outputs);
@@ -561,6 +577,14 @@ impl<'a> Planner<'a> {
                 + components.averages
                 + components.pass_phase();
             components.allocator = (served as f64 * POOL_SLACK) as u64;
+            // The frame is glibc's (a block this size is mapped and unmapped whole), not the
+            // tensor allocator's: counted after its slack. The prefetch thread reads it beside the
+            // pass; with the feature cache no image is read while training.
+            if !setup.cache_features {
+                components.decode = setup.frame;
+                components.prefetch = components.prefetch.max(if setup.prefetch { setup.frame } else { 0 });
+            }
+            components.eval = weight_bytes * 2 + inference.max(setup.frame);
         }
         let plain = if setup.checkpoint {
             head_phase(graph, storages, &partition, &grad, false)

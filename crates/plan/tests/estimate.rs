@@ -254,6 +254,38 @@ fn a_prefetched_batch_adds_the_teachers_pass_beside_the_students() {
 }
 
 #[test]
+fn the_largest_frame_counts_between_passes_beside_a_prefetched_pass_and_at_evaluation() {
+    let model = fixture("models/demo/yolov8n-shapes-160.onnx");
+    let inspection = inspect(&model).expect("inspect");
+    let mut planner = Planner::new(&model, &inspection, 0);
+    let plain = setup(Trainable::Freeze(0), 2, false, 160);
+    let small = planner.estimate(&plain).expect("no frame");
+    // A 13000² JPEG of 60 MB: its file and its RGB pixels.
+    let frame = 60_000_000 + 13_000 * 13_000 * 3;
+    let large = planner.estimate(&Setup { frame, ..plain.clone() }).expect("frame");
+    let c = large.components;
+    assert_eq!(c.decode, frame);
+    // More than the pass: the data phase or evaluation (beside the written-back model) sets the peak.
+    assert!(large.peak >= c.state() + frame, "{} < {}", large.peak, c.state() + frame);
+    assert!(["data", "eval"].contains(&c.peak_phase()), "{}", c.peak_phase());
+    // A frame smaller than the pass changes nothing but evaluation's share.
+    let tiny = planner.estimate(&Setup { frame: 1 << 10, ..plain.clone() }).expect("tiny");
+    assert_eq!(tiny.peak, small.peak);
+    // Read on the prefetch thread, beside the pass.
+    let ahead = planner.estimate(&Setup { frame, prefetch: true, ..plain.clone() }).expect("ahead");
+    let a = ahead.components;
+    assert_eq!(a.prefetch, frame.max(a.input));
+    assert!(ahead.peak >= a.state() + a.trunk_phase().max(a.head_phase()) + frame);
+    // Host memory: a discrete GPU's budget does not hold it.
+    let mut gpu = Planner::new(&model, &inspection, 0).discrete();
+    let (g0, g1) = (
+        gpu.estimate(&plain).expect("gpu"),
+        gpu.estimate(&Setup { frame, ..plain.clone() }).expect("gpu frame"),
+    );
+    assert_eq!((g1.peak, g1.components.decode), (g0.peak, 0));
+}
+
+#[test]
 fn the_ladder_caches_features_only_without_augmentation_or_a_teacher() {
     let model = fixture("models/demo/yolov8n-shapes-160.onnx");
     let inspection = inspect(&model).expect("inspect");

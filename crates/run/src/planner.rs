@@ -20,6 +20,7 @@ pub fn setup_of(
     cache_features: bool,
     train: &[ImageRecord],
     teacher: Option<TeacherCost>,
+    frame: u64,
 ) -> Setup {
     Setup {
         trainable,
@@ -36,7 +37,29 @@ pub fn setup_of(
         augment: settings.augment.changes_pixels(),
         teacher,
         prefetch: false,
+        frame,
     }
+}
+
+/// [`Setup::frame`] of data.yaml files (train and val), before they are loaded: every file's
+/// header is read. A data.yaml that cannot be read counts nothing (loading it names the fault).
+pub fn frame_of_data<'a>(data: impl IntoIterator<Item = &'a std::path::PathBuf>) -> u64 {
+    data.into_iter()
+        .filter_map(|path| headroom_core::dataset::DataConfig::load(path).ok())
+        .map(|config| headroom_core::dataset::largest_frame_cost(&config))
+        .max()
+        .unwrap_or(0)
+}
+
+/// [`Setup::frame`] of loaded splits: the read cost of their largest frames (every record of the
+/// largest pixel count, whose headers are read again: the format and orientation set the cost).
+pub fn frame_of<'a>(splits: impl IntoIterator<Item = &'a [ImageRecord]>) -> u64 {
+    let records: Vec<&ImageRecord> = splits.into_iter().flatten().collect();
+    let pixels = |r: &ImageRecord| u64::from(r.width) * u64::from(r.height);
+    let Some(most) = records.iter().map(|r| pixels(r)).max() else { return 0 };
+    headroom_core::imageio::largest_read_cost(
+        records.iter().filter(|r| pixels(r) == most).map(|r| r.image.as_path()),
+    )
 }
 
 /// The planner's estimate of a run, as `results.json` records it (`planner`), and its error against
@@ -236,6 +259,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
     start.trunk = spec.trunk;
     start.amp = false;
     start.augment = spec.settings.augment.changes_pixels();
+    start.frame = frame_of_data(std::iter::once(&spec.data).chain(&spec.replay));
     if let Some(teacher) = &spec.teacher {
         start.teacher = Some(TeacherCost::of_file(teacher, start.imgsz)?);
     }

@@ -387,6 +387,7 @@ fn execute(
         spec.cache_features,
         &inputs.train,
         teacher_cost,
+        planner::frame_of([&inputs.train[..], &inputs.val[..], &inputs.replay[..]]),
     );
     setup.prefetch = prefetch;
     if setup.prefetch && options.profile.is_some() {

@@ -63,6 +63,10 @@ pub struct Args {
     #[arg(long, default_value_t = 500, value_name = "N")]
     #[arg(value_parser = super::provider_args::whole_arg::<usize>)]
     pub images: usize,
+    /// The data the run trains on (its data.yaml, as `headroom train --data`): reading its largest
+    /// frame counts (every image's header is read); without it no frame counts.
+    #[arg(long, value_name = "DATA.yaml")]
+    pub data: Option<PathBuf>,
     /// A dense-distillation teacher (as `headroom train --teacher`): its weights, its forward on
     /// each batch and its outputs count; no rung caches features (the teacher needs the images).
     #[arg(long, value_name = "T.onnx")]
@@ -119,6 +123,11 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     start.objects = args.objects;
     start.images = args.images;
     start.augment = !args.no_augment;
+    if let Some(data) = &args.data {
+        // Its faults (a missing file, a bad key) are named here; loading it to train names the rest.
+        let config = headroom_core::dataset::DataConfig::load(data)?;
+        start.frame = headroom_core::dataset::largest_frame_cost(&config);
+    }
     if let Some(path) = &args.teacher {
         start.teacher = Some(headroom_plan::TeacherCost::of_file(path, start.imgsz)?);
     }

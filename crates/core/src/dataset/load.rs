@@ -154,6 +154,21 @@ pub fn load_split(config: &DataConfig, split: Split, options: LoadOptions) -> Re
     Ok(LoadedSplit { split, images, report })
 }
 
+/// What reading the largest frame of `config`'s `train` and `val` images holds
+/// ([`crate::imageio::read_cost`]), for the memory planner; 0 when none can be listed or read
+/// (loading the data says why). Reads every file's bytes once (no pixel is decoded).
+pub fn largest_frame_cost(config: &DataConfig) -> u64 {
+    [Split::Train, Split::Val]
+        .into_iter()
+        .filter_map(|split| {
+            let sources = config.split_sources(split)?;
+            list_images(&config.file, split.key(), sources).ok()
+        })
+        .map(|images| crate::imageio::largest_read_cost(images.iter().map(PathBuf::as_path)))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Checks and reads the given images and their labels (`nc` classes), in parallel. The report has
 /// no orphan labels (see [`super::layout::orphan_labels`]) and is not logged.
 pub fn load_images(

@@ -106,6 +106,44 @@ pub fn read_header(path: &Path, bytes: &[u8]) -> Result<ImageHeader> {
     Ok(header)
 }
 
+/// The bytes [`read_rgb`] holds at once reading `path` (whose bytes are `bytes`): the file, the
+/// decoder's pixels, the RGB copy of a decoder whose pixels are not 8-bit RGB (a PNG with alpha, a
+/// 16-bit TIFF), and the rotated copy of a 90° EXIF orientation (flips and 180° turn in place).
+/// What the memory planner counts for the data's largest frame ([`largest_read_cost`]).
+pub fn read_cost(path: &Path, bytes: &[u8]) -> Result<u64> {
+    let header = read_header(path, bytes)?;
+    let pixels = u64::from(header.width) * u64::from(header.height);
+    let rgb = pixels * 3;
+    let native = if header.format == ImageFormat::Jpeg {
+        rgb
+    } else {
+        let decoder = guessed(path, bytes)?
+            .into_decoder()
+            .map_err(|source| Error::Image { path: path.to_path_buf(), source })?;
+        let color = decoder.color_type();
+        let per_pixel = u64::from(color.bytes_per_pixel());
+        pixels * per_pixel + if color == image::ColorType::Rgb8 { 0 } else { rgb }
+    };
+    let rotated = matches!(
+        header.orientation,
+        Orientation::Rotate90 | Orientation::Rotate270 | Orientation::Rotate90FlipH | Orientation::Rotate270FlipH
+    );
+    Ok(bytes.len() as u64 + native + if rotated { rgb } else { 0 })
+}
+
+/// The largest [`read_cost`] of `paths`: what reading the data's largest frame holds. Files that
+/// cannot be read or decoded count nothing (loading the data names them). Reads every file once.
+pub fn largest_read_cost<'a>(paths: impl IntoIterator<Item = &'a Path>) -> u64 {
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let bytes = crate::fsio::read_regular(path).ok()?;
+            read_cost(path, &bytes).ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 fn header_of(decoder: &mut impl ImageDecoder, format: ImageFormat) -> ImageHeader {
     let (width, height) = decoder.dimensions();
     let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
