@@ -129,6 +129,38 @@ mod with_onnxruntime {
         assert_eq!(report["metrics"]["images"], 4, "{report}");
     }
 
+    /// A frame over `--max-pixels` (what `field run` sizes for the board) is skipped before decoding
+    /// with a warning naming the cap and what decoding it would hold; the others are labelled.
+    #[test]
+    fn label_skips_a_frame_over_the_pixel_cap_naming_the_cap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth_field(dir.path(), 3, 1);
+        let images = data.parent().expect("synth folder").join("images/train");
+        let good = std::fs::read_dir(&images).expect("images").count();
+        let large = images.join("large.png");
+        image::RgbImage::from_pixel(400, 300, image::Rgb([90, 90, 90])).save(&large).expect("png");
+        let labelled = dir.path().join("labelled");
+        let label = headroom(&[
+            "label",
+            "--teacher",
+            s(&demo_model()),
+            "--images",
+            s(&images),
+            "--out",
+            s(&labelled),
+            "--max-pixels",
+            "100000",
+            "--settle",
+            "0",
+        ]);
+        assert!(label.status.success(), "{}", stderr(&label));
+        let reason = "400x300 is more than the cap of 100000 pixels (--max-pixels; decoding it would hold 0 MiB)";
+        assert_warned(&stderr(&label), &[(large.clone(), reason)]);
+        let text = std::fs::read_to_string(labelled.join("manifest.json")).expect("manifest");
+        let manifest: serde_json::Value = serde_json::from_str(&text).expect("manifest JSON");
+        assert_eq!((&manifest["counts"]["labelled"], &manifest["counts"]["skipped"]), (&good.into(), &1.into()));
+    }
+
     /// The name of the first image in `folder`, sorted.
     fn first_image(folder: &Path) -> String {
         let mut names: Vec<String> = std::fs::read_dir(folder)

@@ -74,6 +74,23 @@ pub enum Error {
         /// What is wrong with it.
         problem: ImageProblem,
     },
+    /// An image with more pixels than the cap a step was given (`--max-pixels`; `headroom field run`
+    /// sizes it for the board): left out before decoding, as decoding it would take more memory
+    /// than the board can spare.
+    #[error(
+        "{path}: {width}x{height} is more than the cap of {limit} pixels (--max-pixels; decoding it would hold {mib} MiB)",
+        mib = u64::from(*width) * u64::from(*height) * 3 >> 20
+    )]
+    ImageOverCap {
+        /// The image file.
+        path: PathBuf,
+        /// Displayed width.
+        width: u32,
+        /// Displayed height.
+        height: u32,
+        /// The cap, pixels.
+        limit: u64,
+    },
     /// An image file its writer may not have finished (empty, or modified moments ago): left for a
     /// later run rather than called corrupt ([`crate::imageio::usable_image`]).
     #[error("{path}: {state}: a camera may still be writing it (left for a later run)")]

@@ -39,6 +39,9 @@ pub struct FieldAsk {
     pub threads: usize,
     /// The labelled set's bound, over the preset's.
     pub max_images: Option<usize>,
+    /// The pixel cap of labelling (`--max-pixels`); `None`: sized for the board
+    /// ([`headroom_core::imageio::pixel_cap_for`]).
+    pub max_pixels: Option<u64>,
 }
 
 impl FieldAsk {
@@ -89,6 +92,9 @@ impl FieldAsk {
                 .map(|list| list.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")),
             threads: self.threads,
             max_images: self.max_images.or(self.preset.max_images).unwrap_or(preset::DEFAULT_MAX_IMAGES),
+            max_pixels: self.max_pixels.unwrap_or_else(|| {
+                headroom_core::imageio::pixel_cap_for((self.board.memory_gib * f64::from(1u32 << 30)) as u64)
+            }),
             inputs: inputs.clone(),
         };
         Ok((run, steps))
@@ -126,7 +132,20 @@ mod tests {
             providers: None,
             threads: 1,
             max_images: None,
+            max_pixels: None,
         }
+    }
+
+    #[test]
+    fn labelling_is_capped_for_the_board_unless_told() {
+        let nano = headroom_plan::load_all(None).expect("boards").into_iter().find(|b| b.name == "orin-nano-4");
+        let board = FieldAsk { board: nano.expect("the orin-nano-4 board"), ..ask("field-accurate") };
+        let bytes = (board.board.memory_gib * f64::from(1u32 << 30)) as u64;
+        let (_, steps) = board.settings().expect("settings");
+        assert_eq!(steps.max_pixels, headroom_core::imageio::pixel_cap_for(bytes));
+        assert!(steps.max_pixels < headroom_core::imageio::MAX_PIXELS, "{}: {bytes}", steps.max_pixels);
+        let told = FieldAsk { max_pixels: Some(1000), ..ask("field-accurate") };
+        assert_eq!(told.settings().expect("settings").1.max_pixels, 1000);
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub struct StepSettings {
     pub threads: usize,
     /// The labelled set's bound.
     pub max_images: usize,
+    /// Frames with more pixels are left unlabelled (`label --max-pixels`).
+    pub max_pixels: u64,
 }
 
 /// How a run ended without an error.
@@ -307,6 +309,8 @@ impl FieldRun {
             s.threads.to_string(),
             "--max-images".into(),
             s.max_images.to_string(),
+            "--max-pixels".into(),
+            s.max_pixels.to_string(),
         ]);
         a.extend(settle());
         // The labelled set keeps its own pixels: a camera that deletes, renames or replaces its

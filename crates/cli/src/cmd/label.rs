@@ -87,6 +87,11 @@ pub struct Args {
     /// Which images are too new to read yet.
     #[command(flatten)]
     pub settle: super::settle_arg::SettleArgs,
+    /// Skip images with more than N pixels, before decoding (a frame of N pixels holds 3N bytes
+    /// decoded). `headroom field run` sizes it for the board: a 32nd of its memory [default:
+    /// 178956970, Pillow's decompression-bomb limit].
+    #[arg(long, value_name = "N", value_parser = super::provider_args::count_arg::<100, 178_956_970>)]
+    pub max_pixels: Option<usize>,
     /// What runs the teacher: onnxruntime, torch (headroom's libtorch executor: inference only,
     /// fp16 autocast on CUDA, batched), or auto: torch where --device is (or finds) a GPU that this
     /// ONNX Runtime has no provider for and libtorch sees (a Jetson bundle's CPU-only ONNX
@@ -294,6 +299,7 @@ fn label_with<T: headroom_infer::label::TeacherModel>(
             batch: args.batch,
             queue: 4 * args.batch.max(4),
             settle: args.settle.duration(),
+            max_pixels: args.max_pixels.map_or(headroom_core::imageio::MAX_PIXELS, |n| n as u64),
         },
         cancel: Some(interrupt.flag()),
     };

@@ -20,7 +20,7 @@ use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
 
 use crate::{Error, ImageProblem, Result};
 
-pub use usable::{SETTLE_TIME, UsableImage, usable_image};
+pub use usable::{SETTLE_TIME, UsableImage, pixel_cap_for, usable_image, usable_image_within};
 
 /// The most pixels an image may have: Pillow's `DecompressionBombError` threshold (twice its
 /// `MAX_IMAGE_PIXELS` of 89,478,485), so headroom refuses what Ultralytics' checks refuse. About

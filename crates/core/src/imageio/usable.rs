@@ -36,6 +36,12 @@ pub struct UsableImage {
 /// [`Error::ImageNotSettled`] (zero: no such check, for datasets whose writer finished each file
 /// before listing it). An empty file is always refused as not settled.
 pub fn usable_image(path: &Path, settle: Duration) -> Result<UsableImage> {
+    usable_image_within(path, settle, super::MAX_PIXELS)
+}
+
+/// [`usable_image`] with a cap on the pixels below [`super::MAX_PIXELS`]: a larger image is refused
+/// with [`Error::ImageOverCap`] before any pixel is decoded ([`pixel_cap_for`]).
+pub fn usable_image_within(path: &Path, settle: Duration, max_pixels: u64) -> Result<UsableImage> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     if meta.is_file() {
         check_settled(path, &meta, settle, SystemTime::now())?;
@@ -46,8 +52,20 @@ pub fn usable_image(path: &Path, settle: Duration) -> Result<UsableImage> {
         return Err(Error::ImageNotSettled { path: path.to_path_buf(), state: WriteState::Empty });
     }
     let info = verify_bytes(path, &bytes)?;
+    if u64::from(info.width) * u64::from(info.height) > max_pixels {
+        let (width, height) = (info.width, info.height);
+        return Err(Error::ImageOverCap { path: path.to_path_buf(), width, height, limit: max_pixels });
+    }
     let image = super::decode_rgb(path, &bytes)?;
     Ok(UsableImage { image, warning: info.warning })
+}
+
+/// The pixel cap of a board with `memory` bytes: a decoded frame (3 bytes a pixel) within a 32nd
+/// of its memory, at most [`super::MAX_PIXELS`]. 4 GB: 44.7 million pixels (an 8K frame, 33 million,
+/// passes; a 13000² one does not); 8 GB: 89 million; 16 GB and more: [`super::MAX_PIXELS`].
+/// `headroom field run`'s default `--max-pixels`: one frame never holds more than the training.
+pub fn pixel_cap_for(memory: u64) -> u64 {
+    (memory / 96).clamp(1, super::MAX_PIXELS)
 }
 
 /// Whether the file `meta` describes looks finished at `now`: not empty, and not modified within

@@ -118,3 +118,28 @@ fn a_tiff_frame_is_usable() {
     let usable = usable_image(&path, SETTLE_TIME).expect("a TIFF frame is usable");
     assert_eq!(usable.image, pixels);
 }
+
+/// A frame over the cap a step was given is refused before decoding, naming the cap and what
+/// decoding it would hold; at the cap it is read.
+#[test]
+fn a_frame_over_the_pixel_cap_is_refused_naming_the_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("frame.png");
+    image::RgbImage::new(40, 30).save(&path).expect("write a PNG");
+    set_age(&path, 60);
+    let err = super::usable_image_within(&path, SETTLE_TIME, 1199).expect_err("over the cap");
+    assert!(matches!(err, Error::ImageOverCap { width: 40, height: 30, limit: 1199, .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("40x30 is more than the cap of 1199 pixels (--max-pixels"), "{text}");
+    assert!(super::usable_image_within(&path, SETTLE_TIME, 1200).is_ok());
+}
+
+#[test]
+fn the_cap_for_a_board_keeps_a_decoded_frame_within_a_32nd_of_its_memory() {
+    let gib = |g: u64| g << 30;
+    // 4 GB: an 8K frame passes, a 13000² one does not.
+    let four = super::pixel_cap_for(gib(4));
+    assert!(four > 7680 * 4320 && four < 13_000 * 13_000, "{four}");
+    assert!(gib(4) / 32 - four * 3 < 3, "{four}");
+    assert_eq!(super::pixel_cap_for(gib(64)), crate::imageio::MAX_PIXELS);
+}

@@ -35,6 +35,10 @@ pub struct PipelineSettings {
     /// Images modified less than this long ago are skipped, left for a later run (zero: none is);
     /// see [`headroom_core::imageio::usable_image`].
     pub settle: std::time::Duration,
+    /// Images with more pixels are skipped before decoding
+    /// ([`headroom_core::imageio::usable_image_within`]; [`headroom_core::imageio::MAX_PIXELS`]: no
+    /// cap below Pillow's).
+    pub max_pixels: u64,
 }
 
 /// The teacher sessions labelling runs side by side and the workers that prepare their images:
@@ -144,9 +148,9 @@ where
         for _ in 0..settings.workers.max(1) {
             let tx = prepared_tx.clone();
             let next = &next;
-            let settle = settings.settle;
+            let rules = (settings.settle, settings.max_pixels);
             workers.push(
-                scope.spawn(move || prepare_worker(all, jobs, next, (&letterbox, settle), cancel, &tx)),
+                scope.spawn(move || prepare_worker(all, jobs, next, (&letterbox, rules), cancel, &tx)),
             );
         }
         drop(prepared_tx);
@@ -194,13 +198,13 @@ fn prepare_worker(
     all: &[Job],
     jobs: &[usize],
     next: &AtomicUsize,
-    (letterbox, settle): (&LetterboxOptions, std::time::Duration),
+    (letterbox, (settle, max_pixels)): (&LetterboxOptions, (std::time::Duration, u64)),
     cancel: &AtomicBool,
     tx: &SyncSender<Prepared>,
 ) {
     while !cancel.load(Ordering::Relaxed) {
         let Some(&job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
-        let item = match read_checked(&all[job].source, settle) {
+        let item = match read_checked(&all[job].source, settle, max_pixels) {
             Ok(image) => {
                 let geometry = Letterbox::new(image.width(), image.height(), letterbox);
                 Prepared::Ready { job, tensor: to_chw(&geometry.apply(&image)), geometry }
@@ -224,8 +228,9 @@ fn prepare_worker(
 fn read_checked(
     path: &std::path::Path,
     settle: std::time::Duration,
+    max_pixels: u64,
 ) -> headroom_core::Result<image::RgbImage> {
-    let usable = headroom_core::imageio::usable_image(path, settle)?;
+    let usable = headroom_core::imageio::usable_image_within(path, settle, max_pixels)?;
     if let Some(warning) = usable.warning {
         tracing::warn!("{warning}");
     }

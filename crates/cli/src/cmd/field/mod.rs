@@ -162,6 +162,11 @@ pub struct RunArgs {
     /// images always stay [default: the preset's max_images, else 5000].
     #[arg(long, value_name = "N", value_parser = count_arg::<1, 100_000_000>)]
     pub max_images: Option<usize>,
+    /// Frames with more than N pixels are left unlabelled, before decoding (`label --max-pixels`)
+    /// [default: sized for the board: a decoded frame within a 32nd of its memory, e.g. 44.7
+    /// million pixels on 4 GB; on 16 GB and more Pillow's limit, 178956970].
+    #[arg(long, value_name = "N", value_parser = count_arg::<100, 178_956_970>)]
+    pub max_pixels: Option<usize>,
     /// Runs `<work>/history` keeps, each pruned to its summary, reports and trained model (the
     /// newest keeps its exports) [default: the preset's keep_runs, else 10].
     #[arg(long, value_name = "N", value_parser = count_arg::<1, 10_000>)]
@@ -360,6 +365,7 @@ fn night(args: &RunArgs, left: &mut Left) -> anyhow::Result<Outcome> {
         providers: args.ep.clone(),
         threads: args.threads,
         max_images: args.max_images,
+        max_pixels: args.max_pixels.map(|n| n as u64),
     };
     let (settings, steps) = ask.settings()?;
     let mut field_run = FieldRun::open(&work, &steps.inputs.deployed, &settings, keep_runs)?;
