@@ -502,6 +502,11 @@ mod with_libraries {
                 .set_modified(when)
                 .expect("mtime");
         }
+        // A run from a night when the clock was ahead (an RTC or GPS error): named 2099…, begun first.
+        let ahead = work(&scene).join("history/20991231T230000Z");
+        std::fs::create_dir_all(&ahead).expect("mkdir");
+        std::fs::write(ahead.join("state.json"), r#"{"id": "20991231T230000Z", "seq": 1}"#).expect("state");
+        std::fs::write(ahead.join("summary.json"), "{}").expect("summary");
         for night in 0..3 {
             if night > 0 {
                 // A frame the camera added, older than the five kept: new to the gate, not labelled.
@@ -523,6 +528,7 @@ mod with_libraries {
         assert_eq!(labels.iter().filter(|n| n.ends_with(".txt")).count(), 5, "{labels:?}");
         let history = names(&work(&scene).join("history"));
         assert_eq!(history.len(), 1, "{history:?}");
+        assert_ne!(history[0], "20991231T230000Z", "the wrong clock's run goes first, the last real run stays");
         let kept = work(&scene).join("history").join(&history[0]);
         assert!(kept.join("train/best.onnx").is_file() && kept.join("summary.json").is_file());
         assert!(!kept.join("base.onnx").exists() && !kept.join("train/ckpt").exists(), "{:?}", names(&kept));
