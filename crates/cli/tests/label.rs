@@ -109,6 +109,50 @@ mod with_onnxruntime {
         assert!(String::from_utf8_lossy(&run.stderr).contains("--force"));
     }
 
+    /// `gray.png` and `gray.jpg` (one camera writing PNG, then JPEG) are both labelled, each under
+    /// its whole name, and a second night labels neither again (one of them was skipped every night).
+    #[test]
+    fn two_images_with_one_stem_are_both_labelled_and_stay_done() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let images = synth(dir.path(), 2);
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&images).expect("list").flatten().map(|e| e.path()).collect();
+        found.sort();
+        let jpeg = images.join("gray.jpg");
+        let pixels = image::open(&found[1]).expect("decode").into_rgb8();
+        pixels.save_with_format(&jpeg, image::ImageFormat::Jpeg).expect("jpeg");
+        std::fs::rename(&found[0], images.join("gray.png")).expect("rename");
+        std::fs::remove_file(&found[1]).expect("remove");
+        let out = dir.path().join("ds");
+        let (manifest, run) = label(&images, &out, &[]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        assert_eq!(
+            (manifest["counts"]["labelled"].as_u64(), manifest["counts"]["skipped"].as_u64()),
+            (Some(2), Some(0)),
+            "{manifest}"
+        );
+        for name in ["gray.jpg", "gray.png"] {
+            assert!(out.join(format!("images/{name}.{}", &name[5..])).is_file(), "{name}");
+            assert!(out.join(format!("labels/{name}.txt")).is_file(), "{name}");
+        }
+        assert!(!out.join("labels/gray.txt").exists());
+        let (again, _) = label(&images, &out, &[]);
+        assert_eq!(
+            (again["counts"]["already_done"].as_u64(), again["counts"]["skipped"].as_u64()),
+            (Some(2), Some(0)),
+            "{again}"
+        );
+        // The training data reads both, each with its own labels.
+        let listed = std::fs::read_to_string(out.join("data.yaml")).expect("data.yaml");
+        let config = headroom_core::dataset::DataConfig::from_yaml_str(&out.join("data.yaml"), &listed).expect("yaml");
+        let split = headroom_core::dataset::load_split(
+            &config,
+            headroom_core::dataset::Split::Train,
+            headroom_core::dataset::LoadOptions::default(),
+        )
+        .expect("train split");
+        assert_eq!(split.images.len(), 2);
+    }
+
     #[test]
     fn human_labels_stay_and_unreadable_images_are_listed() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -72,9 +72,12 @@ pub enum JobState {
 }
 
 /// Lists the images under `images` (recursively, sorted, hidden entries skipped) and where their
-/// outputs go under `dataset`. Two images with the same stem in one folder would share a label file:
-/// the second is skipped. So is an image whose path under `images` holds a line break: it would
-/// split its line of the dataset's lists (`train.txt`, `val.txt`) in two.
+/// outputs go under `dataset`. Images with the same stem in one folder (`gray.jpg`, `gray.png`) would
+/// share a label file: each of them keeps its whole name in the dataset (`gray.jpg.jpg` labelled in
+/// `gray.jpg.txt`, as Ultralytics finds a label: the name less its last extension), whichever came
+/// first, so that no image takes over labels made for another. An image whose path under `images`
+/// holds a line break is skipped: it would split its line of the dataset's lists (`train.txt`,
+/// `val.txt`) in two.
 pub fn plan_jobs(images: &Path, dataset: &Path) -> Result<(Vec<Job>, Vec<SkippedImage>)> {
     if !images.is_dir() {
         let reason = "is not a folder of images".to_string();
@@ -88,6 +91,11 @@ pub fn plan_jobs(images: &Path, dataset: &Path) -> Result<(Vec<Job>, Vec<Skipped
         &[dataset.to_path_buf()],
     )?;
     let (mut jobs, mut skipped) = (Vec::with_capacity(listed.len()), Vec::new());
+    let label_of = |relative: &Path| dataset.join("labels").join(relative).with_extension("txt");
+    let mut sharing = std::collections::HashMap::<PathBuf, usize>::new();
+    for source in &listed {
+        *sharing.entry(label_of(source.strip_prefix(images).unwrap_or(source))).or_default() += 1;
+    }
     let mut seen = std::collections::HashSet::new();
     for source in listed {
         let relative = source.strip_prefix(images).unwrap_or(&source).to_path_buf();
@@ -98,7 +106,16 @@ pub fn plan_jobs(images: &Path, dataset: &Path) -> Result<(Vec<Job>, Vec<Skipped
             skipped.push(SkippedImage { path: source, reason });
             continue;
         }
-        let label = dataset.join("labels").join(&relative).with_extension("txt");
+        let mut relative = relative;
+        if sharing.get(&label_of(&relative)).is_some_and(|n| *n > 1)
+            && let Some(extension) = relative.extension().map(std::ffi::OsStr::to_os_string)
+        {
+            let mut whole = relative.clone().into_os_string();
+            whole.push(".");
+            whole.push(&extension);
+            relative = PathBuf::from(whole);
+        }
+        let label = label_of(&relative);
         if !seen.insert(label.clone()) {
             let reason = format!("another image has the same name and would share {}", label.display());
             skipped.push(SkippedImage { path: source, reason });
