@@ -269,6 +269,59 @@ mod with_libraries {
 
     /// A holdout of 0-byte images (a copy cut short) is named as unusable images, not as images
     /// without label files; refused before any work.
+    /// Gives `path` and everything under it to nobody, keeping the modes.
+    fn give_tree_to_nobody(path: &Path) {
+        std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY)).expect("chown nobody:nogroup");
+        if path.is_dir() && !path.is_symlink() {
+            for entry in std::fs::read_dir(path).expect("list") {
+                give_tree_to_nobody(&entry.expect("entry").path());
+            }
+        }
+    }
+
+    /// An unreadable subfolder among the camera's images (`lost+found` on an SD card: root's, mode
+    /// 700) is a warning naming it, and the night ends well: it was exit 2 every night. Root reads
+    /// every folder, so when the tests run as root the loop runs as nobody (`setpriv`).
+    #[test]
+    fn an_unreadable_subfolder_of_the_images_is_a_warning_and_the_night_ends_well() {
+        let scene = scene();
+        let root = std::fs::metadata("/proc/self").expect("/proc/self").uid() == 0;
+        if root {
+            give_tree_to_nobody(&scene.root);
+            std::fs::set_permissions(&scene.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        let lost = scene.images.join("lost+found");
+        std::fs::create_dir(&lost).expect("mkdir");
+        let first = std::fs::read_dir(&scene.images).expect("images").flatten().find(|e| e.path().is_file());
+        std::fs::copy(first.expect("an image").path(), lost.join("found.png")).expect("copy");
+        std::fs::set_permissions(&lost, std::fs::Permissions::from_mode(0o700)).expect("chmod 700");
+        if !root {
+            std::fs::set_permissions(&lost, std::fs::Permissions::from_mode(0o000)).expect("chmod 000");
+        }
+        let binary = headroom_command();
+        let mut command = if root {
+            let mut c = std::process::Command::new("/usr/bin/setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(binary.get_program());
+            c.args(binary.get_args());
+            c
+        } else {
+            binary
+        };
+        let out = command
+            .args(field_args(&scene, &scene.always))
+            .env("PATH", "")
+            .env("HOME", &scene.root)
+            .env_remove("HEADROOM_FIELD_KILL_AT")
+            .env_remove("TRTEXEC")
+            .output()
+            .expect("headroom runs (as nobody through /usr/bin/setpriv when root)");
+        let _ = std::fs::set_permissions(&lost, std::fs::Permissions::from_mode(0o700));
+        assert!(out.status.success(), "{}", text(&out));
+        let warning = format!("{}: skipped, its images left out", lost.display());
+        assert!(text(&out).contains(&warning), "{}", text(&out));
+        assert!(text(&out).contains("Permission denied"), "{}", text(&out));
+    }
+
     #[test]
     fn a_holdout_of_empty_images_is_refused_as_such() {
         let scene = scene();
