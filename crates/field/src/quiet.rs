@@ -121,6 +121,7 @@ fn look_once(images: &Path, work: &Path, gated: &Gated, since: Option<String>) -
     )
     .with_context(|| format!("listing {}", images.display()))?;
     let mut look = Look { images: listed.len(), new: 0, seen: 0, fresh: 0, unreadable: 0, since };
+    let known = crate::sources::Known::read(&work.join("labelled"));
     let now = SystemTime::now();
     for source in &listed {
         let meta = match std::fs::metadata(source) {
@@ -136,10 +137,11 @@ fn look_once(images: &Path, work: &Path, gated: &Gated, since: Option<String>) -
             look.fresh += 1;
             continue;
         }
-        match headroom_core::fsio::read_regular(source) {
-            Ok(bytes) if gated.images.contains(&headroom_core::hash::sha256_hex(&bytes)) => look.seen += 1,
-            Ok(_) => look.new += 1,
-            Err(_) => look.unreadable += 1,
+        let key = source.strip_prefix(images).unwrap_or(source).display().to_string();
+        match known.sha256(&key, source) {
+            Some(sha) if gated.images.contains(&sha) => look.seen += 1,
+            Some(_) => look.new += 1,
+            None => look.unreadable += 1,
         }
     }
     Ok(look)

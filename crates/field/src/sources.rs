@@ -23,6 +23,37 @@ fn stat(path: &Path) -> Option<(u64, i128)> {
     Some((meta.len(), i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec())))
 }
 
+/// The index as the last sync left it: each image's SHA-256 and its size and time when it was
+/// hashed. An image whose size and time are still those is not read again (the quiet-night look
+/// and the label step's sync would otherwise hash every image twice a night).
+#[derive(Debug, Default)]
+pub struct Known {
+    index: BTreeMap<String, String>,
+    stats: BTreeMap<String, (u64, i128)>,
+}
+
+impl Known {
+    /// The index of the labelled set in `labelled` (empty when it is missing or does not read).
+    pub fn read(labelled: &Path) -> Known {
+        let read = |name: &str| std::fs::read_to_string(labelled.join(name)).ok();
+        Known {
+            index: read(INDEX).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
+            stats: read(STATS).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
+        }
+    }
+
+    /// The SHA-256 of `source`, indexed under `key`: the recorded one when the file's size and time
+    /// are unchanged since it was hashed, else read and hashed now (`None`: it does not read).
+    pub fn sha256(&self, key: &str, source: &Path) -> Option<String> {
+        if let (Some(seen), Some(sha)) = (self.stats.get(key), self.index.get(key))
+            && stat(source) == Some(*seen)
+        {
+            return Some(sha.clone());
+        }
+        headroom_core::fsio::read_regular(source).ok().map(|bytes| sha256_hex(&bytes))
+    }
+}
+
 /// Brings the labelled dataset in line with the images' contents. Returns whether every image must
 /// be relabelled because the teacher changed (the labelled set was made by another teacher file).
 pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<bool> {
@@ -60,6 +91,7 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<boo
         Err(e) => return Err(e).with_context(|| format!("reading {}", index_path.display())),
     };
     let (jobs, _skipped) = plan_jobs(images, labelled)?;
+    let known = Known { index: recorded.clone(), stats: Known::read(labelled).stats };
     let mut now = BTreeMap::new();
     let mut stats: BTreeMap<String, (u64, i128)> = BTreeMap::new();
     let mut invalidated = 0usize;
@@ -67,17 +99,13 @@ pub fn sync(images: &Path, labelled: &Path, teacher: &Path) -> crate::Result<boo
         let key = job.source.strip_prefix(images).unwrap_or(&job.source).display().to_string();
         // An image that cannot be read (removed since the listing, unreadable) keeps what the index
         // held: label skips it with the warning that names it, and a later run compares it again.
-        let bytes = match headroom_core::fsio::read_regular(&job.source) {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                tracing::debug!("not indexed: {e}");
-                if let Some(was) = recorded.get(&key) {
-                    now.insert(key, was.clone());
-                }
-                continue;
+        let Some(sha) = known.sha256(&key, &job.source) else {
+            tracing::debug!("not indexed: {} does not read", job.source.display());
+            if let Some(was) = recorded.get(&key) {
+                now.insert(key, was.clone());
             }
+            continue;
         };
-        let sha = sha256_hex(&bytes);
         if let Some(seen) = stat(&job.source) {
             stats.insert(key.clone(), seen);
         }
