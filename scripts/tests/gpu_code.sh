@@ -8,20 +8,10 @@
 # Needs scripts/setup.sh to have run (.deps/env.sh).
 # shellcheck source=../lib/errtrap.sh
 source "$(dirname "$0")/../lib/errtrap.sh"
-root=$(cd "$(dirname "$0")/../.." && pwd)
-fail() { echo "gpu_code.sh: FAIL: $*" >&2; exit 1; }
-step() { echo "gpu_code.sh: $*" >&2; }
-bin=${1:-${CARGO_TARGET_DIR:-$root/target}/debug/headroom}
-[ -x "$bin" ] || fail "no headroom binary at $bin (cargo build -p headroom-cli first)"
-[ -f "$root/.deps/env.sh" ] || fail "no .deps/env.sh: run scripts/setup.sh first"
-# shellcheck source=/dev/null
-source "$root/.deps/env.sh"
+# shellcheck source=../lib/binary_test.sh
+source "$(dirname "$0")/../lib/binary_test.sh"
 # The version setup.sh pins, read from it (one place).
 torch_version=$(sed -n 's/^TORCH_VERSION=\([0-9.]*\).*/\1/p' "$root/scripts/setup.sh" | head -n 1)
-deps="${HEADROOM_DEPS:-$root/.deps}"
-wheels="${HEADROOM_WHEEL_CACHE:-$deps/wheels}"
-# shellcheck source=../lib/wheels.sh
-source "$root/scripts/lib/wheels.sh"
 wheel_download "$wheels" x86_64 "torch==$torch_version" "torch-$torch_version-cp311-*.whl"
 part="$deps/torch-$torch_version-cuda-part"
 if [ ! -s "$part/torch/lib/libtorch_cuda.so" ]; then

@@ -7,19 +7,8 @@
 # Needs scripts/setup.sh to have run (.deps/env.sh).
 # shellcheck source=../lib/errtrap.sh
 source "$(dirname "$0")/../lib/errtrap.sh"
-root=$(cd "$(dirname "$0")/../.." && pwd)
-fail() { echo "metrics.sh: FAIL: $*" >&2; exit 1; }
-step() { echo "metrics.sh: $*" >&2; }
-bin=${1:-${CARGO_TARGET_DIR:-$root/target}/debug/headroom}
-[ -x "$bin" ] || fail "no headroom binary at $bin (cargo build -p headroom-cli first)"
-[ -f "$root/.deps/env.sh" ] || fail "no .deps/env.sh: run scripts/setup.sh first"
-# shellcheck source=/dev/null
-source "$root/.deps/env.sh"
-deps="${HEADROOM_DEPS:-$root/.deps}"
-wheels="${HEADROOM_WHEEL_CACHE:-$deps/wheels}"
-mkdir -p "$wheels"
-# shellcheck source=../lib/wheels.sh
-source "$root/scripts/lib/wheels.sh"
+# shellcheck source=../lib/binary_test.sh
+source "$(dirname "$0")/../lib/binary_test.sh"
 wheel_download "$wheels" x86_64 "prometheus_client==0.26.0" "prometheus_client-0.26.0-*.whl"
 parser=$WHEEL
 
