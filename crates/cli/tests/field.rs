@@ -183,6 +183,35 @@ mod with_libraries {
         assert_eq!(sha(&scene.root.join("app/model.onnx.prev")), sha(&other), "the new model is .prev");
     }
 
+    /// The service's own updater moves its model in (an atomic `mv`) while the deploy is under way,
+    /// after `.prev` was written (the deploy killed there, then the `mv`): the interrupted run is
+    /// superseded, never deploying over the updater's model, which a fresh run trains from and keeps
+    /// as `.prev` (the updater's model was gone, neither deployed file nor `.prev`, 2 of 2 tries).
+    #[test]
+    fn an_updaters_model_moved_in_during_the_deploy_is_kept() {
+        let scene = scene();
+        let args = field_args(&scene, &scene.always);
+        let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", "deploy-swap")]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        assert_eq!(sha(&scene.root.join("app/model.onnx.prev")), scene.original, ".prev was written");
+        let theirs = scene.root.join("app/incoming.onnx");
+        std::fs::copy(repo_root().join("models/demo/teacher-shapes-160.onnx"), &theirs).expect("copy");
+        let updated = sha(&theirs);
+        std::fs::rename(&theirs, &scene.deployed).expect("the updater's mv");
+        let out = run(&args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("replaced since"), "{}", text(&out));
+        // The interrupted run is set aside as superseded; a fresh run trains from the updater's model,
+        // and its deploy keeps that model as `.prev`.
+        let history: Vec<String> = std::fs::read_dir(work(&scene).join("history"))
+            .expect("history")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        assert!(history.len() == 1 && history[0].ends_with("-superseded"), "{history:?}");
+        assert_eq!(sha(&scene.root.join("app/model.onnx.prev")), updated, "the updater's model is .prev");
+        assert_ne!(sha(&scene.deployed), scene.original);
+    }
+
     #[test]
     fn a_deployed_model_on_another_filesystem_is_replaced_whole() {
         // /dev/shm is a tmpfs; the state folder stays on the temporary folder's filesystem.
