@@ -154,11 +154,15 @@ mod with_onnxruntime {
             "0",
         ]);
         assert!(label.status.success(), "{}", stderr(&label));
-        let reason = "400x300 is more than the cap of 100000 pixels (--max-pixels; decoding it would hold 0 MiB)";
+        let reason =
+            "400x300 is more than the cap of 100000 pixels (--max-pixels; decoding it would hold 0 MiB)";
         assert_warned(&stderr(&label), &[(large.clone(), reason)]);
         let text = std::fs::read_to_string(labelled.join("manifest.json")).expect("manifest");
         let manifest: serde_json::Value = serde_json::from_str(&text).expect("manifest JSON");
-        assert_eq!((&manifest["counts"]["labelled"], &manifest["counts"]["skipped"]), (&good.into(), &1.into()));
+        assert_eq!(
+            (&manifest["counts"]["labelled"], &manifest["counts"]["skipped"]),
+            (&good.into(), &1.into())
+        );
     }
 
     /// The name of the first image in `folder`, sorted.

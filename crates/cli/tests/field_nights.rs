@@ -528,7 +528,10 @@ mod with_libraries {
         assert_eq!(labels.iter().filter(|n| n.ends_with(".txt")).count(), 5, "{labels:?}");
         let history = names(&work(&scene).join("history"));
         assert_eq!(history.len(), 1, "{history:?}");
-        assert_ne!(history[0], "20991231T230000Z", "the wrong clock's run goes first, the last real run stays");
+        assert_ne!(
+            history[0], "20991231T230000Z",
+            "the wrong clock's run goes first, the last real run stays"
+        );
         let kept = work(&scene).join("history").join(&history[0]);
         assert!(kept.join("train/best.onnx").is_file() && kept.join("summary.json").is_file());
         assert!(!kept.join("base.onnx").exists() && !kept.join("train/ckpt").exists(), "{:?}", names(&kept));

@@ -109,13 +109,38 @@ mod with_onnxruntime {
         assert!(String::from_utf8_lossy(&run.stderr).contains("--force"));
     }
 
+    /// A TIFF frame, which cameras write and Ultralytics lists, is labelled (it was listed by its
+    /// extension, then refused as a format not supported, every night).
+    #[test]
+    fn a_tiff_frame_is_labelled() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let images = synth(dir.path(), 1);
+        let png = std::fs::read_dir(&images).expect("list").flatten().next().expect("one image").path();
+        image::open(&png)
+            .expect("decode")
+            .into_rgb8()
+            .save_with_format(images.join("frame.tiff"), image::ImageFormat::Tiff)
+            .expect("tiff");
+        std::fs::remove_file(&png).expect("remove");
+        let out = dir.path().join("ds");
+        let (manifest, run) = label(&images, &out, &[]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        assert_eq!(
+            (manifest["counts"]["labelled"].as_u64(), manifest["counts"]["skipped"].as_u64()),
+            (Some(1), Some(0)),
+            "{manifest}"
+        );
+        assert!(out.join("labels/frame.txt").is_file() && out.join("images/frame.tiff").exists());
+    }
+
     /// `gray.png` and `gray.jpg` (one camera writing PNG, then JPEG) are both labelled, each under
     /// its whole name, and a second night labels neither again (one of them was skipped every night).
     #[test]
     fn two_images_with_one_stem_are_both_labelled_and_stay_done() {
         let dir = tempfile::tempdir().expect("tempdir");
         let images = synth(dir.path(), 2);
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&images).expect("list").flatten().map(|e| e.path()).collect();
+        let mut found: Vec<PathBuf> =
+            std::fs::read_dir(&images).expect("list").flatten().map(|e| e.path()).collect();
         found.sort();
         let jpeg = images.join("gray.jpg");
         let pixels = image::open(&found[1]).expect("decode").into_rgb8();
@@ -143,7 +168,8 @@ mod with_onnxruntime {
         );
         // The training data reads both, each with its own labels.
         let listed = std::fs::read_to_string(out.join("data.yaml")).expect("data.yaml");
-        let config = headroom_core::dataset::DataConfig::from_yaml_str(&out.join("data.yaml"), &listed).expect("yaml");
+        let config =
+            headroom_core::dataset::DataConfig::from_yaml_str(&out.join("data.yaml"), &listed).expect("yaml");
         let split = headroom_core::dataset::load_split(
             &config,
             headroom_core::dataset::Split::Train,

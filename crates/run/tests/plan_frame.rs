@@ -33,7 +33,8 @@ fn a_large_camera_frame_is_counted_and_the_estimate_stays_within_ten_percent_of_
     let stem = frame.file_stem().expect("stem").to_string_lossy().to_string();
     let train = tmp.path().join("data");
     std::fs::copy(&frame, train.join("images/train/large.jpg")).expect("copy frame");
-    std::fs::copy(labels.join(format!("{stem}.txt")), train.join("labels/train/large.txt")).expect("copy labels");
+    std::fs::copy(labels.join(format!("{stem}.txt")), train.join("labels/train/large.txt"))
+        .expect("copy labels");
 
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/demo/yolov8n-shapes-160.onnx");
     let spec = RunSpec {
@@ -62,6 +63,7 @@ fn a_large_camera_frame_is_counted_and_the_estimate_stays_within_ten_percent_of_
     eprintln!("estimate {estimate} MiB, peak {peak} MiB: {error} %; {:?}", planner.components_mb);
     assert!((-10.0..=10.0).contains(&error), "estimate {estimate} MiB, peak {peak} MiB: {error} %");
     // The frame is in the estimate: 6000² RGB alone is 103 MiB.
-    let frame_mb = planner.components_mb.iter().filter(|(k, _)| *k == "eval" || *k == "decode").map(|(_, v)| v);
+    let frame_mb =
+        planner.components_mb.iter().filter(|(k, _)| *k == "eval" || *k == "decode").map(|(_, v)| v);
     assert!(frame_mb.fold(0.0, |a: f64, b| a.max(*b)) >= 103.0, "{:?}", planner.components_mb);
 }

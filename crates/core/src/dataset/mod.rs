@@ -33,4 +33,6 @@ pub mod verify;
 pub use config::{DataConfig, Split};
 pub use labels::YoloLabel;
 pub use layout::{IMG_FORMATS, label_path_for};
-pub use load::{ImageRecord, LoadOptions, LoadReport, LoadedSplit, largest_frame_cost, load_images, load_split};
+pub use load::{
+    ImageRecord, LoadOptions, LoadReport, LoadedSplit, largest_frame_cost, load_images, load_split,
+};

@@ -126,7 +126,10 @@ pub fn read_cost(path: &Path, bytes: &[u8]) -> Result<u64> {
     };
     let rotated = matches!(
         header.orientation,
-        Orientation::Rotate90 | Orientation::Rotate270 | Orientation::Rotate90FlipH | Orientation::Rotate270FlipH
+        Orientation::Rotate90
+            | Orientation::Rotate270
+            | Orientation::Rotate90FlipH
+            | Orientation::Rotate270FlipH
     );
     Ok(bytes.len() as u64 + native + if rotated { rgb } else { 0 })
 }

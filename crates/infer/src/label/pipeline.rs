@@ -149,9 +149,8 @@ where
             let tx = prepared_tx.clone();
             let next = &next;
             let rules = (settings.settle, settings.max_pixels);
-            workers.push(
-                scope.spawn(move || prepare_worker(all, jobs, next, (&letterbox, rules), cancel, &tx)),
-            );
+            workers
+                .push(scope.spawn(move || prepare_worker(all, jobs, next, (&letterbox, rules), cancel, &tx)));
         }
         drop(prepared_tx);
         let writer = scope.spawn(move || write_all(inferred_rx, write));
