@@ -152,6 +152,7 @@ mod with_libraries {
             ep: None,
             threads: 2,
             max_images: 5000,
+            max_pixels: headroom_core::imageio::MAX_PIXELS,
             inputs: inputs.clone(),
         };
         Night { work, deployed: inputs.deployed, settings, steps, board }

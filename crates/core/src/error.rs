@@ -79,7 +79,7 @@ pub enum Error {
     /// than the board can spare.
     #[error(
         "{path}: {width}x{height} is more than the cap of {limit} pixels (--max-pixels; decoding it would hold {mib} MiB)",
-        mib = u64::from(*width) * u64::from(*height) * 3 >> 20
+        mib = (u64::from(*width) * u64::from(*height) * 3) >> 20
     )]
     ImageOverCap {
         /// The image file.
