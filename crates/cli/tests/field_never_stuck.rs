@@ -269,6 +269,53 @@ mod with_libraries {
 
     /// A holdout of 0-byte images (a copy cut short) is named as unusable images, not as images
     /// without label files; refused before any work.
+    /// A tmpfs mounted on a folder for the test's length (unmounted when dropped).
+    struct Tmpfs(PathBuf);
+
+    impl Tmpfs {
+        /// Mounts a tmpfs of `bytes` on `folder`; `None` where mounting is not allowed (not root).
+        fn mount(folder: &Path, bytes: u64) -> Option<Tmpfs> {
+            std::fs::create_dir_all(folder).expect("mkdir");
+            let size = format!("size={bytes}");
+            let status = std::process::Command::new("/usr/bin/mount")
+                .args(["-t", "tmpfs", "-o", &size, "tmpfs"])
+                .arg(folder)
+                .status()
+                .ok()?;
+            status.success().then(|| Tmpfs(folder.to_path_buf()))
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("/usr/bin/umount").arg(&self.0).status();
+        }
+    }
+
+    /// A file system too full for the new model at deploy time is named as one, the deployed model
+    /// left as it was (it was reported as an ownership problem: "run as root or as that owner").
+    /// The deployed file sits on a tmpfs with room for it and its `.prev` only.
+    #[test]
+    fn a_full_file_system_at_deploy_is_named_and_the_deployed_model_is_unchanged() {
+        let scene = scene();
+        let model_bytes = std::fs::metadata(&scene.deployed).expect("model").len();
+        let Some(small) = Tmpfs::mount(&scene.root.join("small"), 2 * model_bytes + (256 << 10)) else {
+            eprintln!("mounting a tmpfs needs root: the case runs where the tests run as root (CI)");
+            return;
+        };
+        let deployed = small.0.join("model.onnx");
+        std::fs::copy(&scene.deployed, &deployed).expect("copy the model");
+        let mut args = field_args(&scene, &scene.always);
+        let at = args.iter().position(|a| a == "--model").expect("--model");
+        args[at + 1] = s(&deployed).to_string();
+        args.extend(["--work".to_string(), s(&scene.root.join("work")).to_string()]);
+        let out = run(&args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("is full (or its quota spent): free space there"), "{}", text(&out));
+        assert!(!text(&out).contains("run as root or as that owner"), "{}", text(&out));
+        assert_eq!(sha(&deployed), scene.original, "the deployed model is unchanged");
+    }
+
     /// Gives `path` and everything under it to nobody, keeping the modes.
     fn give_tree_to_nobody(path: &Path) {
         std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY)).expect("chown nobody:nogroup");
