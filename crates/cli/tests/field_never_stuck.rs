@@ -316,6 +316,58 @@ mod with_libraries {
         assert_eq!(sha(&deployed), scene.original, "the deployed model is unchanged");
     }
 
+    /// A memory cgroup (v1 or v2) with a limit, removed when dropped; `None` where none can be made
+    /// (not root, no memory controller).
+    struct MemoryCgroup {
+        dir: PathBuf,
+        procs: PathBuf,
+    }
+
+    impl MemoryCgroup {
+        fn new(limit: u64) -> Option<MemoryCgroup> {
+            let name = format!("headroom-test-{}", std::process::id());
+            let v1 = Path::new("/sys/fs/cgroup/memory");
+            let (dir, limit_file, procs) = if v1.join("memory.limit_in_bytes").is_file() {
+                let dir = v1.join(&name);
+                (dir.clone(), dir.join("memory.limit_in_bytes"), dir.join("tasks"))
+            } else {
+                let dir = Path::new("/sys/fs/cgroup").join(&name);
+                (dir.clone(), dir.join("memory.max"), dir.join("cgroup.procs"))
+            };
+            std::fs::create_dir(&dir).ok()?;
+            let group = MemoryCgroup { dir, procs };
+            std::fs::write(&limit_file, limit.to_string()).ok()?;
+            group.procs.is_file().then_some(group)
+        }
+    }
+
+    impl Drop for MemoryCgroup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+
+    /// A step the kernel's out-of-memory killer ends is named so, with what to do (it was reported
+    /// as "signal: 9" only). The loop runs in a memory cgroup too small for its steps' children.
+    #[test]
+    fn a_step_the_oom_killer_ends_is_named_as_such() {
+        let scene = scene();
+        let Some(group) = MemoryCgroup::new(250 << 20) else {
+            eprintln!("making a memory cgroup needs root and a memory controller: the case runs in CI");
+            return;
+        };
+        let binary = headroom_command();
+        let mut command = std::process::Command::new("/bin/sh");
+        // The shell puts itself in the group, then becomes headroom: the loop and its children.
+        command.args(["-c", "echo $$ > \"$0\" && exec \"$@\""]).arg(&group.procs).arg(binary.get_program());
+        command.args(binary.get_args()).args(field_args(&scene, &scene.always));
+        let out =
+            command.env("PATH", "").env_remove("HEADROOM_FIELD_KILL_AT").output().expect("headroom runs");
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("was killed by the kernel's out-of-memory killer"), "{}", text(&out));
+        assert_eq!(sha(&scene.deployed), scene.original, "the deployed model is unchanged");
+    }
+
     /// Gives `path` and everything under it to nobody, keeping the modes.
     fn give_tree_to_nobody(path: &Path) {
         std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY)).expect("chown nobody:nogroup");

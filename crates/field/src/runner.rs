@@ -202,19 +202,34 @@ fn forward(pid: u32, signal: i32) {
     }
 }
 
-/// The child dies with the loop (`PR_SET_PDEATHSIG`), and runs in a process group of its own
-/// (signals reach it through the loop, once: [`forward`]).
+/// How much more the kernel's out-of-memory killer prefers a step's child than what it would
+/// otherwise (`/proc/<pid>/oom_score_adj`, -1000..=1000): when memory runs out, the step (which the
+/// loop reports and a later night retries) goes before the loop that would report it and before the
+/// board's inference service, which keeps its own score.
+pub const CHILD_OOM_SCORE_ADJ: &std::ffi::CStr = c"1000";
+
+/// The child dies with the loop (`PR_SET_PDEATHSIG`), runs in a process group of its own (signals
+/// reach it through the loop, once: [`forward`]) and is the out-of-memory killer's first choice
+/// ([`CHILD_OOM_SCORE_ADJ`]).
 #[allow(unsafe_code)]
 fn die_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt as _;
     command.process_group(0);
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        // SAFETY: prctl, open, write and close are async-signal-safe, and nothing here allocates;
+        // nothing else runs between fork and exec.
         unsafe {
             command.pre_exec(|| {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                // Raising one's own score needs no privilege; a failure leaves the score as it was.
+                let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    let text = CHILD_OOM_SCORE_ADJ.to_bytes();
+                    libc::write(fd, text.as_ptr().cast(), text.len());
+                    libc::close(fd);
                 }
                 Ok(())
             });
