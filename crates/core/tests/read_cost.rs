@@ -41,3 +41,26 @@ fn a_png_with_alpha_holds_its_rgba_pixels_and_their_rgb_copy() {
     assert_eq!(largest_read_cost(paths), cost_rgba);
     assert_eq!(largest_read_cost([missing.as_path()]), 0);
 }
+
+/// A file larger than the prefix read for its headers costs what the whole file's bytes say: a
+/// camera-sized JPEG from its start, a TIFF (whose directory the encoder writes at its end) read
+/// whole.
+#[test]
+fn a_large_file_is_costed_from_its_start_as_from_all_of_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut noise = image::RgbImage::new(1200, 900);
+    for (i, p) in noise.pixels_mut().enumerate() {
+        let v = (i.wrapping_mul(2_654_435_761) >> 7) as u8;
+        *p = image::Rgb([v, v.wrapping_mul(3), v.wrapping_add(91)]);
+    }
+    for (name, format) in [("frame.jpg", image::ImageFormat::Jpeg), ("frame.tiff", image::ImageFormat::Tiff)]
+    {
+        let path = tmp.path().join(name);
+        noise.save_with_format(&path, format).expect("write");
+        let bytes = std::fs::read(&path).expect("read");
+        assert!(bytes.len() > 128 << 10, "{name}: {} bytes, not past the prefix", bytes.len());
+        let whole = read_cost(&path, &bytes).expect("cost");
+        assert_eq!(headroom_core::imageio::read_cost_of_file(&path).expect("from the file"), whole, "{name}");
+        assert_eq!(largest_read_cost([path.as_path()]), whole, "{name}");
+    }
+}

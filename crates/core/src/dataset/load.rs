@@ -156,7 +156,7 @@ pub fn load_split(config: &DataConfig, split: Split, options: LoadOptions) -> Re
 
 /// What reading the largest frame of `config`'s `train` and `val` images holds
 /// ([`crate::imageio::read_cost`]), for the memory planner; 0 when none can be listed or read
-/// (loading the data says why). Reads every file's bytes once (no pixel is decoded).
+/// (loading the data says why). Reads the start of every file (no pixel is decoded).
 pub fn largest_frame_cost(config: &DataConfig) -> u64 {
     [Split::Train, Split::Val]
         .into_iter()

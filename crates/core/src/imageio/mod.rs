@@ -111,6 +111,11 @@ pub fn read_header(path: &Path, bytes: &[u8]) -> Result<ImageHeader> {
 /// 16-bit TIFF), and the rotated copy of a 90° EXIF orientation (flips and 180° turn in place).
 /// What the memory planner counts for the data's largest frame ([`largest_read_cost`]).
 pub fn read_cost(path: &Path, bytes: &[u8]) -> Result<u64> {
+    read_cost_from(path, bytes, bytes.len() as u64)
+}
+
+/// [`read_cost`] from the start of a file of `file_len` bytes, enough of it for the headers.
+fn read_cost_from(path: &Path, bytes: &[u8], file_len: u64) -> Result<u64> {
     let header = read_header(path, bytes)?;
     let pixels = u64::from(header.width) * u64::from(header.height);
     let rgb = pixels * 3;
@@ -131,20 +136,35 @@ pub fn read_cost(path: &Path, bytes: &[u8]) -> Result<u64> {
             | Orientation::Rotate90FlipH
             | Orientation::Rotate270FlipH
     );
-    Ok(bytes.len() as u64 + native + if rotated { rgb } else { 0 })
+    Ok(file_len + native + if rotated { rgb } else { 0 })
+}
+
+/// How much of a file [`read_cost_of_file`] reads first: a camera frame's headers with its EXIF
+/// block (an APP segment is at most 64 KiB); where they reach further, the whole file is read.
+const HEADER_PREFIX: u64 = 128 << 10;
+
+/// [`read_cost`] of the file at `path`, reading only its start where that holds its headers (a
+/// TIFF whose directory lies at its end is read whole).
+pub fn read_cost_of_file(path: &Path) -> Result<u64> {
+    use std::io::Read as _;
+    let file_len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    if crate::fsio::special_file(path).is_none() && file_len > HEADER_PREFIX {
+        let mut prefix = Vec::with_capacity(HEADER_PREFIX as usize);
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        file.take(HEADER_PREFIX).read_to_end(&mut prefix).map_err(|e| Error::io(path, e))?;
+        if let Ok(cost) = read_cost_from(path, &prefix, file_len) {
+            return Ok(cost);
+        }
+    }
+    let bytes = crate::fsio::read_regular(path)?;
+    read_cost_from(path, &bytes, bytes.len() as u64)
 }
 
 /// The largest [`read_cost`] of `paths`: what reading the data's largest frame holds. Files that
-/// cannot be read or decoded count nothing (loading the data names them). Reads every file once.
+/// cannot be read or decoded count nothing (loading the data names them). Reads the start of each
+/// file ([`read_cost_of_file`]).
 pub fn largest_read_cost<'a>(paths: impl IntoIterator<Item = &'a Path>) -> u64 {
-    paths
-        .into_iter()
-        .filter_map(|path| {
-            let bytes = crate::fsio::read_regular(path).ok()?;
-            read_cost(path, &bytes).ok()
-        })
-        .max()
-        .unwrap_or(0)
+    paths.into_iter().filter_map(|path| read_cost_of_file(path).ok()).max().unwrap_or(0)
 }
 
 fn header_of(decoder: &mut impl ImageDecoder, format: ImageFormat) -> ImageHeader {
