@@ -11,6 +11,7 @@ mod with_libraries {
     use std::panic::AssertUnwindSafe;
     use std::path::{Path, PathBuf};
 
+    use headroom_field::deployment::Precision;
     use headroom_field::field_run::{FieldRun, Outcome, StepSettings};
     use headroom_field::gate::GateSettings;
     use headroom_field::inputs::{Given, check_inputs, work_dir};
@@ -104,6 +105,11 @@ mod with_libraries {
     }
 
     fn night(scene: &Scene) -> Night {
+        night_at(scene, Precision::Fp32)
+    }
+
+    /// The night deploying `deploy`'s file.
+    fn night_at(scene: &Scene, deploy: Precision) -> Night {
         let teacher = repo_root().join("models/demo/teacher-shapes-160.onnx");
         let inputs = check_inputs(Given {
             images: &scene.images,
@@ -137,6 +143,7 @@ mod with_libraries {
             reserve: "0".into(),
             overrides: Vec::new(),
             model: inputs.deployed.clone(),
+            deploy: Some(deploy),
         };
         let steps = StepSettings {
             preset_name: settings.preset.clone(),
@@ -154,6 +161,7 @@ mod with_libraries {
             max_images: 5000,
             max_pixels: headroom_core::imageio::MAX_PIXELS,
             inputs: inputs.clone(),
+            deploy,
         };
         Night { work, deployed: inputs.deployed, settings, steps, board }
     }
@@ -173,14 +181,21 @@ mod with_libraries {
         }
     }
 
+    fn summary_gate(work: &Path) -> headroom_field::gate::GateReport {
+        let text = std::fs::read_to_string(work.join("run/gate.json")).expect("gate.json");
+        serde_json::from_str(&text).expect("a gate report")
+    }
+
     fn state(work: &Path) -> RunState {
         RunState::load(&work.join("run")).expect("state.json loads")
     }
 
+    /// At `--deploy int8` on an FP32 deployment (the upgrade's first night): the gate's INT8
+    /// comparison file is made inside the eval step, which a kill may cut too.
     #[test]
     fn killed_before_and_after_every_step_in_process_each_start_continues_and_deploys_once() {
         let scene = scene();
-        let night = night(&scene);
+        let night = night_at(&scene, Precision::Int8);
         // Quiet hooks: the test's own panics are expected.
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
@@ -214,8 +229,14 @@ mod with_libraries {
         let outcome = start(&night, &mut KillingRunner::new(None)).expect("no kill").expect("the run ends");
         let Outcome::Finished(summary) = outcome else { panic!("stopped: {outcome:?}") };
         assert_eq!(summary.decision, Decision::Deployed, "{summary:?}");
-        let candidate = sha(&night.work.join("run/train/best.onnx"));
-        assert_eq!(sha(&night.deployed), candidate, "the candidate is deployed");
+        let candidate = sha(&night.work.join("run/export/best.int8.onnx"));
+        assert_eq!(sha(&night.deployed), candidate, "the candidate's INT8 file is deployed");
+        let compared = summary_gate(&night.work).compared.expect("the gate names its files");
+        assert_eq!(compared.precision, Precision::Int8);
+        assert!(compared.deployed.ends_with("export-serving/base.int8.onnx"), "{compared:?}");
+        let kept = headroom_field::deployment::fp32_source(&night.work, &candidate)
+            .expect("its FP32 source is kept");
+        assert_eq!(sha(&kept), sha(&night.work.join("run/train/best.onnx")));
         let prev = scene.root.join("app/model.onnx.prev");
         assert_eq!(sha(&prev), scene.original, "the original is kept as .prev, not the candidate");
         let state = state(&night.work);

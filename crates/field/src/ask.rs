@@ -42,6 +42,8 @@ pub struct FieldAsk {
     /// The pixel cap of labelling (`--max-pixels`); `None`: sized for the board
     /// ([`headroom_core::imageio::pixel_cap_for`]).
     pub max_pixels: Option<u64>,
+    /// The precision deployed (`--deploy`).
+    pub deploy: crate::deployment::Precision,
 }
 
 impl FieldAsk {
@@ -74,6 +76,7 @@ impl FieldAsk {
             reserve: self.reserve.clone(),
             overrides: preset::train_flags(&overrides),
             model: inputs.deployed.clone(),
+            deploy: Some(self.deploy),
         };
         let steps = StepSettings {
             preset_name: self.preset_name.clone(),
@@ -96,6 +99,7 @@ impl FieldAsk {
                 headroom_core::imageio::pixel_cap_for((self.board.memory_gib * f64::from(1u32 << 30)) as u64)
             }),
             inputs: inputs.clone(),
+            deploy: self.deploy,
         };
         Ok((run, steps))
     }
@@ -133,6 +137,7 @@ mod tests {
             threads: 1,
             max_images: None,
             max_pixels: None,
+            deploy: crate::deployment::DEFAULT,
         }
     }
 

@@ -49,7 +49,7 @@ pub fn link_target(path: &Path) -> crate::Result<PathBuf> {
 
 /// Copies `src` over `dst` atomically (a synced temporary in the folder of the file `dst` names,
 /// then a rename). The file replaced keeps its owner, group and mode; a new one gets `src`'s.
-fn copy_atomic(src: &Path, dst: &Path) -> crate::Result<()> {
+pub(crate) fn copy_atomic(src: &Path, dst: &Path) -> crate::Result<()> {
     let bytes = std::fs::read(src).with_context(|| format!("reading {}", src.display()))?;
     let target = link_target(dst)?;
     let ownership = match Ownership::of(&target)? {

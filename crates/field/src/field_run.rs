@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::gate::{GateReport, GateSettings};
+use crate::deployment::Precision;
+use crate::gate::{Compared, GateReport, GateSettings};
 use crate::inputs::Inputs;
 use crate::runner::{ChildCall, Ended, StepRunner};
 use crate::state::{self, RunSettings, RunState};
@@ -52,6 +53,8 @@ pub struct StepSettings {
     pub max_images: usize,
     /// Frames with more pixels are left unlabelled (`label --max-pixels`).
     pub max_pixels: u64,
+    /// The precision deployed (`--deploy`): the gate measures that file.
+    pub deploy: Precision,
 }
 
 /// How a run ended without an error.
@@ -150,17 +153,36 @@ impl FieldRun {
         }
         let inputs = &settings.inputs;
         let gate_file = self.run.join("gate.json");
-        let candidate = self.run.join("train/best.onnx");
-        self.step(Step::Eval, runner, |run, _| {
-            let report = crate::gate::evaluate_gate(
+        let candidate = state::deploy_candidate(&self.run, settings.deploy);
+        self.step(Step::Eval, runner, |run, runner| {
+            // Like with like: the file to deploy against the one serving, at one precision.
+            let (deployed, note) = run.serving_at(settings.deploy);
+            if !deployed.is_file() {
+                let call = run.export_serving_call(settings, &deployed);
+                if let Ended::Stopped(signal) = runner.run_child(&call)? {
+                    return Ok(Ended::Stopped(signal));
+                }
+                ensure!(deployed.is_file(), "headroom export wrote no {}", deployed.display());
+            }
+            ensure!(candidate.is_file(), "the export step wrote no {}", candidate.display());
+            if let Some(note) = &note {
+                eprintln!("{note}");
+            }
+            let mut report = crate::gate::evaluate_gate(
                 &candidate,
-                &run.run.join("base.onnx"),
+                &deployed,
                 &inputs.holdout,
                 inputs.old.as_deref(),
                 &inputs.names,
                 &settings.gate,
                 session,
             )?;
+            report.compared = Some(Compared {
+                precision: settings.deploy,
+                candidate: candidate.clone(),
+                deployed: deployed.clone(),
+                note,
+            });
             let text = serde_json::to_string_pretty(&report)? + "\n";
             headroom_core::fsio::write_atomic(&gate_file, text.as_bytes())?;
             Ok(Ended::Done)
@@ -171,13 +193,13 @@ impl FieldRun {
         )
         .with_context(|| format!("{}: not a gate report", gate_file.display()))?;
         self.step(Step::Deploy, runner, |run, _| {
-            run.deploy(&gate, &candidate, &inputs.deployed)?;
+            run.deploy(&gate, settings.deploy, &inputs.deployed)?;
             Ok(Ended::Done)
         })?;
         let summary = crate::report::finish(
             &mut self.state,
             &self.run,
-            &inputs.deployed,
+            (&inputs.deployed, settings.deploy),
             &gate,
             &settings.preset_name,
         )?;
@@ -287,6 +309,44 @@ impl FieldRun {
         self.work.join("labelled")
     }
 
+    /// The serving model at `precision`, and what the gate says about it when it is not the served
+    /// file itself: the served file when it has that precision; else its FP32 source, or that
+    /// source's export (the first night after `--deploy` changed, an FP32 deployment's included).
+    fn serving_at(&self, precision: Precision) -> (PathBuf, Option<String>) {
+        let serving = self.state.serving;
+        if serving == precision {
+            return (self.run.join("base.onnx"), None);
+        }
+        let source = state::source_model(&self.run);
+        let file = precision.export_of(&source, &self.run.join("export-serving"));
+        let note = format!(
+            "the deployed model is {serving}, this run deploys {precision}: the gate compares the candidate's              {precision} file with the deployed model's {precision} {} ({})",
+            if precision == Precision::Fp32 { "source" } else { "export" },
+            file.display()
+        );
+        (file, Some(note))
+    }
+
+    /// `headroom export` of the serving model's FP32 source at the precision of `file`, as the
+    /// export step exports the candidate (the same calibration images), without engines.
+    fn export_serving_call(&self, s: &StepSettings, file: &Path) -> ChildCall {
+        let dir = self.run.join("export-serving");
+        let mut a = vec!["export".into(), "--model".into(), path(&state::source_model(&self.run))];
+        a.extend(s.deploy.export_flag().map(String::from));
+        if s.deploy == Precision::Int8 {
+            a.extend(["--calib".into(), path(&s.inputs.images)]);
+            a.extend(settle());
+        }
+        a.extend(["--out".into(), path(&dir), "--force".into(), "--json".into()]);
+        a.extend(["--threads".into(), s.threads.to_string()]);
+        ChildCall {
+            step: Step::Eval,
+            args: a,
+            stdout_to: self.run.join("export-serving.json"),
+            evidence: file.to_path_buf(),
+        }
+    }
+
     /// `--device`, the board and its file, as every child that plans or picks a device gets them.
     fn board_flags(&self, s: &StepSettings) -> Vec<String> {
         let device_file = self.run.join("device.toml");
@@ -336,7 +396,7 @@ impl FieldRun {
     }
 
     fn plan_call(&self, s: &StepSettings) -> ChildCall {
-        let mut a = vec!["plan".into(), "--model".into(), path(&self.run.join("base.onnx"))];
+        let mut a = vec!["plan".into(), "--model".into(), path(&state::source_model(&self.run))];
         a.extend(self.board_flags(s));
         // As train's --plan auto, which chooses checkpointing itself: from off; and with what the
         // preset's run holds (the teacher) or rules out (the cache, if it augments).
@@ -362,7 +422,7 @@ impl FieldRun {
 
     fn train_call(&self, s: &StepSettings) -> crate::Result<ChildCall> {
         let train_dir = self.run.join("train");
-        let base = self.run.join("base.onnx");
+        let base = state::source_model(&self.run);
         let labelled = self.labelled();
         let base_bytes = std::fs::metadata(&base).with_context(|| format!("reading {}", base.display()))?;
         crate::disk::check_free_space(&self.run, base_bytes.len())?;
@@ -421,20 +481,38 @@ impl FieldRun {
         ChildCall { step: Step::Export, args: a, stdout_to: self.run.join("export.json"), evidence: export }
     }
 
-    /// Deploys `candidate` when the gate passed, unless the deployed file is no longer the model the
-    /// run started from (the service was given another model, before or during the deploy): that
-    /// one is never replaced, and the run ends as superseded, not as a failure.
-    fn deploy(&self, gate: &GateReport, candidate: &Path, deployed: &Path) -> crate::Result<()> {
+    /// Deploys the candidate at `precision` (and its engine, when the export built one) when the
+    /// gate passed, unless the deployed file is no longer the model the run started from (the
+    /// service was given another model, before or during the deploy): that one is never replaced,
+    /// and the run ends as superseded, not as a failure.
+    fn deploy(&self, gate: &GateReport, precision: Precision, deployed: &Path) -> crate::Result<()> {
         if !gate.deploy {
             eprintln!("keeping the deployed model: {} did not hold", gate.decided_by);
             return Ok(());
         }
-        let swap = crate::deploy::swap_in(deployed, candidate, &self.state.base_sha256, &mut || {
+        let candidate = state::deploy_candidate(&self.run, precision);
+        let engine = self.engine_of(precision);
+        // The FP32 source and the engine's record first: the next run trains from that source.
+        let fp32 = self.run.join("train/best.onnx");
+        crate::deployment::remember(&self.work, &candidate, precision, &fp32, engine.as_deref())?;
+        let swap = crate::deploy::swap_in(deployed, &candidate, &self.state.base_sha256, &mut || {
             crate::faults::kill_point("deploy-swap")
         })?;
         match swap {
             crate::deploy::Swap::Done => {
-                eprintln!("replaced the deployed model: every condition of the gate held")
+                if precision != Precision::Fp32 {
+                    crate::faults::kill_point("deploy-engine");
+                    crate::deployment::deploy_engine(deployed, engine.as_deref())?;
+                }
+                crate::deployment::prune(&self.work, deployed)?;
+                let with = engine
+                    .map(|_| {
+                        format!(" and its engine {}", crate::deployment::engine_path(deployed).display())
+                    })
+                    .unwrap_or_default();
+                eprintln!(
+                    "replaced the deployed model with its {precision} file{with}: every condition of the gate held"
+                )
             }
             crate::deploy::Swap::Superseded(now) => eprintln!(
                 "not deploying: {} was replaced since this run started (sha256 {now}; the run started from \
@@ -493,6 +571,20 @@ fn set_aside_foreign_training(
         to.display()
     );
     Ok(())
+}
+
+impl FieldRun {
+    /// The engine the export step built for `precision`'s file, when it built one.
+    fn engine_of(&self, precision: Precision) -> Option<PathBuf> {
+        let report = std::fs::read_to_string(self.run.join("export.json")).ok()?;
+        let report: headroom_export::ExportReport = serde_json::from_str(&report).ok()?;
+        report
+            .engines?
+            .into_iter()
+            .find(|e| precision.runs_engine(&e.precision))
+            .map(|e| e.engine)
+            .filter(|e| e.is_file())
+    }
 }
 
 fn path(p: &Path) -> String {

@@ -57,6 +57,23 @@ pub struct GateReport {
     pub old: Option<Scores>,
     /// The settings applied.
     pub settings: GateSettings,
+    /// The two files compared, at which precision (`field run`; absent from `field gate` before it
+    /// checks precisions, and from reports written before `--deploy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compared: Option<Compared>,
+}
+
+/// The two files a gate compared: the one to deploy and the one serving, at one precision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compared {
+    /// The precision of both.
+    pub precision: crate::deployment::Precision,
+    /// The file that is deployed when the gate passes.
+    pub candidate: std::path::PathBuf,
+    /// The serving model at that precision: the served file, or its source's export.
+    pub deployed: std::path::PathBuf,
+    /// What the gate compared instead of the served file itself, when it did.
+    pub note: Option<String>,
 }
 
 /// The report as `headroom field gate` prints it: each condition, the images without labels, the
@@ -65,6 +82,15 @@ impl std::fmt::Display for GateReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for c in &self.conditions {
             writeln!(f, "{:<4} {:<16} {}", if c.passed { "ok" } else { "FAIL" }, c.name, c.detail)?;
+        }
+        if let Some(c) = &self.compared {
+            writeln!(
+                f,
+                "compared at {}: {} vs {}",
+                c.precision,
+                c.candidate.display(),
+                c.deployed.display()
+            )?;
         }
         for (name, s) in [("holdout", Some(&self.holdout)), ("old scenes", self.old.as_ref())] {
             if let Some(s) = s.filter(|s| s.without_labels > 0) {
@@ -182,6 +208,7 @@ pub fn decide(
         old: old.map(Pair::scores),
         settings: settings.clone(),
         conditions,
+        compared: None,
     }
 }
 

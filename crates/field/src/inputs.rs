@@ -19,8 +19,9 @@ pub struct DetectorFacts {
 /// reads as a detector, with class names. Errors name `flag` and the file.
 pub fn detector(flag: &str, path: &Path) -> crate::Result<DetectorFacts> {
     // The model's errors name the file: say which flag gave it.
-    let model =
-        headroom_onnx::Model::load(path).map_err(|e| crate::Error::refused(format!("{flag}: {e}")))?;
+    // A deployed INT8 file is read as the float graph it was made from.
+    let (model, _) = headroom_onnx::Model::load_dequantized(path)
+        .map_err(|e| crate::Error::refused(format!("{flag}: {e}")))?;
     let inspection = headroom_onnx::inspect::inspect(&model)
         .with_context(|| format!("{flag} {}: not a detector headroom can read", path.display()))?;
     let names = inspection.names.with_context(|| {

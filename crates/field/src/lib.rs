@@ -12,7 +12,8 @@
 //! - [`quiet`]: whether tonight has any image the last finished run was not gated on.
 //! - [`gate`]: the deploy gate's conditions and decision; [`report`]: evaluating both models for it
 //!   (ONNX Runtime) and the run's summary and Markdown report.
-//! - [`deploy`]: atomic deploy, rollback, and the temporaries a kill leaves.
+//! - [`deploy`]: atomic deploy, rollback, and the temporaries a kill leaves; [`deployment`]: the
+//!   precision deployed, the FP32 source of a served file, the engine beside it.
 //! - [`disk`]: free space before training, and the history's bound.
 //! - [`metrics`]: the night's outcome in Prometheus' text format, for a fleet.
 //! - [`calendar`]: systemd `OnCalendar` expressions, checked before a timer is written;
@@ -23,6 +24,7 @@
 pub mod ask;
 pub mod calendar;
 pub mod deploy;
+pub mod deployment;
 pub mod disk;
 mod error;
 pub mod faults;

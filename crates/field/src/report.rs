@@ -55,6 +55,16 @@ pub struct FieldSummary {
     pub old_scenes: Option<Scores>,
     /// The deployed model (after the run).
     pub deployed: PathBuf,
+    /// The precision this run deploys (`--deploy`); the gate compared at it. FP32 in summaries
+    /// written before `--deploy`.
+    #[serde(default = "fp32")]
+    pub precision: crate::deployment::Precision,
+    /// The file deployed when the gate passes (the trained model, or its FP16 or INT8 export).
+    #[serde(default)]
+    pub deploy_file: PathBuf,
+    /// The engine beside the deployed model after the run, when there is one.
+    #[serde(default)]
+    pub engine: Option<PathBuf>,
     /// Its sha256.
     pub deployed_sha256: String,
     /// The model it replaced, when the candidate was deployed.
@@ -100,11 +110,16 @@ pub struct Labelled {
     pub excluded: Option<usize>,
 }
 
+fn fp32() -> crate::deployment::Precision {
+    crate::deployment::Precision::Fp32
+}
+
 /// Writes `summary.json` and `report.md`, marks the run finished, and says what happened.
+/// `deployed`: the deployed path and the precision the run deploys.
 pub fn finish(
     state: &mut RunState,
     run: &Path,
-    deployed: &Path,
+    (deployed, precision): (&Path, crate::deployment::Precision),
     gate: &GateReport,
     preset: &str,
 ) -> crate::Result<FieldSummary> {
@@ -116,12 +131,13 @@ pub fn finish(
     let label: Option<headroom_infer::label::LabelManifest> = read(run.join("label.json"));
     let counts = label.as_ref().map(|l| &l.counts);
     let candidate = run.join("train/best.onnx");
+    let deploy_file = crate::state::deploy_candidate(run, precision);
     let deployed_sha256 = headroom_core::hash::sha256_file(deployed)?;
     // Read from the files, not kept from the deploy step: a rerun after a kill between the two
     // comes to the same decision.
     let decision = if !gate.deploy {
         Decision::Kept
-    } else if headroom_core::hash::sha256_file(&candidate)? == deployed_sha256 {
+    } else if headroom_core::hash::sha256_file(&deploy_file)? == deployed_sha256 {
         Decision::Deployed
     } else {
         Decision::Superseded
@@ -141,6 +157,9 @@ pub fn finish(
         gain_interval: [gate.bootstrap.low, gate.bootstrap.high],
         old_scenes: gate.old.clone(),
         deployed: deployed.to_path_buf(),
+        precision,
+        deploy_file,
+        engine: Some(crate::deployment::engine_path(deployed)).filter(|e| e.is_file()),
         deployed_sha256,
         previous: (decision == Decision::Deployed).then(|| crate::deploy::previous_path(deployed)),
         candidate,
@@ -193,6 +212,19 @@ fn markdown(
         gate.decided_by,
         deployed.display()
     );
+    if let Some(c) = &gate.compared {
+        md = md.replacen(
+            "\n\n| condition",
+            &format!(
+                "\n\nCompared at {}: `{}` against `{}`.{}\n\n| condition",
+                c.precision,
+                c.candidate.display(),
+                c.deployed.display(),
+                c.note.as_ref().map(|n| format!(" {n}.")).unwrap_or_default()
+            ),
+            1,
+        );
+    }
     for c in &gate.conditions {
         md += &format!("| {} | {} | {} |\n", c.name, if c.passed { "yes" } else { "**no**" }, c.detail);
     }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::Context as _;
+use crate::deployment::Precision;
 use crate::step::Step;
 use serde::{Deserialize, Serialize};
 
@@ -40,10 +41,30 @@ pub struct RunSettings {
     /// model. Empty in state files from before it was recorded (taken as this run's model).
     #[serde(default)]
     pub model: PathBuf,
+    /// The precision deployed (`--deploy`). Absent from state files from before it was asked
+    /// (taken as this run's).
+    #[serde(default)]
+    pub deploy: Option<Precision>,
 }
 
 fn auto() -> String {
     "auto".into()
+}
+
+fn fp32() -> Precision {
+    Precision::Fp32
+}
+
+/// The FP32 model a run trains from: `<run>/source.onnx` when the deployed file is an FP16 or INT8
+/// export (the state folder's copy of the model it came from), else `<run>/base.onnx` itself.
+pub fn source_model(run: &Path) -> PathBuf {
+    let source = run.join("source.onnx");
+    if source.is_file() { source } else { run.join("base.onnx") }
+}
+
+/// The file a run deploys at `precision`: the trained model, or its export.
+pub fn deploy_candidate(run: &Path, precision: Precision) -> PathBuf {
+    precision.export_of(&run.join("train/best.onnx"), &run.join("export"))
 }
 
 /// `state.json`.
@@ -53,6 +74,10 @@ pub struct RunState {
     pub id: String,
     /// SHA-256 of the deployed model when the run started (`base.onnx`).
     pub base_sha256: String,
+    /// The precision of the deployed model when the run started; FP32 in state files from before
+    /// it was recorded (the loop deployed FP32 only then).
+    #[serde(default = "fp32")]
+    pub serving: Precision,
     /// The settings.
     pub settings: RunSettings,
     /// Steps finished, in order.
@@ -193,6 +218,9 @@ pub fn open_run(
                 if state.settings.model.as_os_str().is_empty() {
                     state.settings.model = settings.model.clone();
                 }
+                if state.settings.deploy.is_none() {
+                    state.settings.deploy = settings.deploy;
+                }
                 let Some((suffix, why)) = why_not_continue(&state, settings, deployed, &run)? else {
                     return Ok((run, state, true));
                 };
@@ -216,10 +244,22 @@ pub fn open_run(
     }
     std::fs::create_dir_all(&fresh).with_context(|| format!("creating {}", fresh.display()))?;
     let bytes = std::fs::read(deployed).with_context(|| format!("reading {}", deployed.display()))?;
-    headroom_core::fsio::write_atomic(&fresh.join("base.onnx"), &bytes)?;
+    let base = fresh.join("base.onnx");
+    headroom_core::fsio::write_atomic(&base, &bytes)?;
+    let base_sha256 = headroom_core::hash::sha256_hex(&bytes);
+    // A served FP16 or INT8 file trains from the FP32 model it came from, copied into the run.
+    let serving = Precision::of_model(&base)
+        .with_context(|| format!("reading the deployed model {}", deployed.display()))?;
+    if serving != Precision::Fp32 {
+        let source = crate::deployment::source_of(deployed, serving, &base_sha256, work)?;
+        crate::deployment::check_source(&base, &source)?;
+        let source_bytes = std::fs::read(&source).with_context(|| format!("reading {}", source.display()))?;
+        headroom_core::fsio::write_atomic(&fresh.join("source.onnx"), &source_bytes)?;
+    }
     let state = RunState {
         id: utc_id(),
-        base_sha256: headroom_core::hash::sha256_hex(&bytes),
+        base_sha256,
+        serving,
         settings: settings.clone(),
         done: Vec::new(),
         seconds: Vec::new(),
@@ -267,7 +307,7 @@ fn why_not_continue(
     }
     // The service was given another model since: a run from the old one must not replace it.
     let current = headroom_core::hash::sha256_file(deployed)?;
-    let candidate = run.join("train/best.onnx");
+    let candidate = deploy_candidate(run, state.settings.deploy.unwrap_or(Precision::Fp32));
     if current != state.base_sha256
         && (!candidate.is_file() || headroom_core::hash::sha256_file(&candidate)? != current)
     {

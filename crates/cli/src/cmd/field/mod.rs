@@ -25,7 +25,7 @@ use headroom_field::ask::FieldAsk;
 use headroom_field::field_run::{self, FieldRun};
 use headroom_field::inputs::{Given, absolute_file, check_inputs, class_names, work_dir};
 use headroom_field::runner::ChildRunner;
-use headroom_field::{deploy, gate, preset};
+use headroom_field::{deploy, deployment, gate, preset};
 use headroom_infer::provider::ExecutionProvider;
 use headroom_plan::DeviceChoice;
 use headroom_run::limits;
@@ -116,6 +116,13 @@ pub struct RunArgs {
     /// pick the epoch: training picks it on its own val split.
     #[arg(long, value_name = "H.yaml")]
     pub holdout: PathBuf,
+    /// The precision deployed at DEPLOYED: the trained model (fp32) or its export (fp16, int8);
+    /// the gate measures exactly that file against the serving model at the same precision, and
+    /// the engine the export built for it (with trtexec) is deployed beside it as DEPLOYED's
+    /// `.engine` and rolled back with it. fp16: TensorRT on an Orin runs it on the tensor cores at
+    /// no measured cost in accuracy; int8 is faster and costs points (docs/FIELD.md "Precision").
+    #[arg(long, default_value = "fp16", value_name = "fp32|fp16|int8")]
+    pub deploy: headroom_field::deployment::Precision,
     /// Old-scene data: its train split is replayed in training against forgetting, its val split
     /// is checked by the gate (recommended).
     #[arg(long, value_name = "OLD.yaml")]
@@ -211,7 +218,10 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             let work = work_dir(args.work.as_deref(), &deployed, None)?;
             let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
             deploy::remove_stale_temporaries(&deployed, &work)?;
+            deployment::reconcile_engine(&deployed, &work)?;
             let sha = deploy::rollback(&deployed, &work)?;
+            // The engine built with the model now deployed comes back beside it.
+            deployment::reconcile_engine(&deployed, &work)?;
             eprintln!("rolled back: {} is now sha256 {sha}", deployed.display());
             Ok(Outcome::Success)
         }
@@ -243,9 +253,19 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
     if let Some(seed) = args.seed {
         preset.gate.seed = seed;
     }
+    // Like with like: a quantized candidate against the FP32 model measures the quantization too.
+    let precision = deployment::Precision::of_model(&candidate)?;
+    let deployed_precision = deployment::Precision::of_model(&deployed)?;
+    anyhow::ensure!(
+        precision == deployed_precision,
+        "--candidate is {precision}, --model {deployed_precision}: the gate compares files of one precision \
+         (export the one to match, `headroom export --{}`)",
+        if precision == deployment::Precision::Fp32 { deployed_precision } else { precision }
+    );
     let session = cpu_session(args.threads)?;
-    let report =
+    let mut report =
         gate::evaluate_gate(&candidate, &deployed, &holdout, old.as_deref(), &names, &preset.gate, &session)?;
+    report.compared = Some(gate::Compared { precision, candidate, deployed, note: None });
     if args.json {
         print_json(&report, None);
     } else {
@@ -336,6 +356,8 @@ fn night(args: &RunArgs, left: &mut Left) -> anyhow::Result<Outcome> {
     left.model_and_work = Some((inputs.deployed.clone(), work.clone()));
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
     deploy::remove_stale_temporaries(&inputs.deployed, &work)?;
+    // A kill between a deploy's model and its engine, or a rollback by hand: the pair is mended.
+    deployment::reconcile_engine(&inputs.deployed, &work)?;
     // A quiet night is a good night: nothing the last run was not gated on, nothing to do.
     if !headroom_field::state::has_unfinished_run(&work) {
         let look = headroom_field::quiet::look(&inputs.images, &work)?;
@@ -366,6 +388,7 @@ fn night(args: &RunArgs, left: &mut Left) -> anyhow::Result<Outcome> {
         threads: args.threads,
         max_images: args.max_images,
         max_pixels: args.max_pixels.map(|n| n as u64),
+        deploy: args.deploy,
     };
     let (settings, steps) = ask.settings()?;
     let mut field_run = FieldRun::open(&work, &steps.inputs.deployed, &settings, keep_runs)?;
