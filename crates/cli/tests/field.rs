@@ -21,9 +21,10 @@ mod with_libraries {
         // A stand-in trtexec found through $TRTEXEC, as JetPack's is found off PATH (builtins only:
         // the runs have an empty PATH).
         let trtexec = scene.root.join("trtexec");
+        // Each engine holds the command that built it: one engine is told from another.
         std::fs::write(
             &trtexec,
-            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --saveEngine=*) printf plan > \"${a#--saveEngine=}\";; esac; done\n\
+            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --saveEngine=*) printf 'plan %s' \"$*\" > \"${a#--saveEngine=}\";; esac; done\n\
              echo '[TensorRT v100300] [b30] # trtexec'\necho '[I] Selected Device: Orin'\n",
         )
         .expect("write trtexec");
@@ -45,12 +46,38 @@ mod with_libraries {
         let prev = scene.root.join("app/model.onnx.prev");
         assert_eq!(sha(&prev), scene.original, "the kill before the swap kept the original as .prev");
 
+        // Killed between the model's rename and the engine's: the model is the candidate's, the
+        // rerun puts its engine beside it.
+        let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", "deploy-engine"), with_trtexec]);
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+        // The default precision, fp16: the FP16 file is deployed, gated against the FP32
+        // deployment's own FP16 export (the upgrade's first night), which the night names.
+        let candidate = sha(&work.join("run/export/best.fp16.onnx"));
+        assert_eq!(sha(&scene.deployed), candidate, "the candidate's FP16 file is deployed");
+        let engine = scene.root.join("app/model.engine");
+        assert!(!engine.exists(), "killed before the engine's deploy");
         let out = run(&args, &[with_trtexec]);
         assert!(out.status.success(), "the rerun finishes: {}", text(&out));
         assert!(text(&out).contains("continuing field run"), "{}", text(&out));
-        let candidate = sha(&work.join("run/train/best.onnx"));
         assert_eq!(sha(&scene.deployed), candidate, "the candidate is deployed");
         assert_eq!(sha(&prev), scene.original, "the original is kept as .prev");
+        let built = std::fs::read_to_string(&engine).expect("the engine is deployed beside the model");
+        assert!(built.contains("best.onnx") && built.contains("--fp16"), "the FP16 engine: {built}");
+        let gate: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(work.join("run/gate.json")).expect("gate"))
+                .expect("gate json");
+        assert_eq!(gate["compared"]["precision"], "fp16", "{gate}");
+        assert!(
+            gate["compared"]["deployed"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("export-serving/base.fp16.onnx")),
+            "{gate}"
+        );
+        assert!(
+            gate["compared"]["note"].as_str().is_some_and(|n| n.contains("the deployed model is fp32")),
+            "{gate}"
+        );
+        assert!(text(&out).contains("the deployed model is fp32, this run deploys fp16"), "{}", text(&out));
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(work.join("run/summary.json")).expect("summary"))
                 .expect("summary json");
@@ -63,7 +90,7 @@ mod with_libraries {
         assert_eq!(engines.len(), 2, "an fp16 and an int8 engine: {summary}");
         for engine in &engines {
             let file = engine["engine"].as_str().unwrap_or_default();
-            assert_eq!(std::fs::read(file).unwrap_or_default(), b"plan", "{engine}");
+            assert!(std::fs::read(file).unwrap_or_default().starts_with(b"plan"), "{engine}");
         }
         let report = std::fs::read_to_string(work.join("run/report.md")).expect("report.md");
         assert!(report.contains("| gain |") && report.contains("| old-scenes |"), "{report}");
@@ -79,15 +106,23 @@ mod with_libraries {
         // Rollback, twice.
         let rollback: Vec<String> =
             ["field", "rollback", "--model", s(&scene.deployed)].iter().map(|a| a.to_string()).collect();
+        // The engine goes with its model: the original had none, so none stays beside it.
         let out = run(&rollback, &[]);
         assert!(out.status.success(), "{}", text(&out));
         assert_eq!((sha(&scene.deployed), sha(&prev)), (scene.original.clone(), candidate.clone()));
-        // Killed in the middle of a rollback, the rerun finishes it.
+        let engine_prev = scene.root.join("app/model.engine.prev");
+        assert!(!engine.exists(), "no engine beside the FP32 original");
+        assert_eq!(std::fs::read_to_string(&engine_prev).expect("the engine went to .prev"), built);
+        // Killed in the middle of a rollback, the rerun finishes it, the engine back in place.
         let out = run(&rollback, &[("HEADROOM_FIELD_KILL_AT", "rollback-swap")]);
         assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
         let out = run(&rollback, &[]);
         assert!(out.status.success(), "{}", text(&out));
         assert_eq!((sha(&scene.deployed), sha(&prev)), (candidate.clone(), scene.original.clone()));
+        assert_eq!(std::fs::read_to_string(&engine).expect("the engine is back"), built);
+        // The next night trains from the deployed FP16 file's FP32 source.
+        let source = work.join(format!("deployed/{candidate}.fp32.onnx"));
+        assert_eq!(sha(&source), sha(&work.join("run/train/best.onnx")), "its FP32 source is kept");
 
         // The lock: a field command while another process holds it exits 3 and says so.
         let lock =

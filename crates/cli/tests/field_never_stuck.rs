@@ -79,7 +79,7 @@ mod with_libraries {
 
         let out = run(&field_args(&scene, &scene.always), &[]);
         assert!(out.status.success(), "{}", text(&out));
-        let candidate = sha(&work(&scene).join("run/train/best.onnx"));
+        let candidate = sha(&work(&scene).join("run/export/best.fp16.onnx"));
         let link = std::fs::symlink_metadata(&scene.deployed).expect("lstat");
         assert!(link.file_type().is_symlink(), "the deployed path stays a symbolic link");
         assert_eq!(std::fs::read_link(&scene.deployed).expect("readlink"), Path::new("versions/v1.onnx"));

@@ -159,7 +159,7 @@ mod with_libraries {
         let out = run(&args, &[]);
         assert!(out.status.success(), "{}", text(&out));
         assert!(!text(&out).contains("continuing field run"), "{}", text(&out));
-        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/train/best.onnx")));
+        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/export/best.fp16.onnx")));
     }
 
     #[test]
@@ -196,7 +196,7 @@ mod with_libraries {
             assert!(labelled_files.iter().any(|n| n.starts_with(damaged)), "{damaged}: {labelled_files:?}");
         }
         assert!(labelled_files.contains(&"manifest.json".to_string()), "written anew: {labelled_files:?}");
-        assert_eq!(sha(&scene.deployed), sha(&run_dir.join("train/best.onnx")), "deployed");
+        assert_eq!(sha(&scene.deployed), sha(&run_dir.join("export/best.fp16.onnx")), "deployed");
     }
 
     /// A training's epochs edited by hand in its config.toml (1 → 3) are not silently honoured: the
@@ -259,7 +259,7 @@ mod with_libraries {
         for name in ["writing.jpg", "cut.jpg", "tiny.png", "fresh.jpg"] {
             assert!(text(&out).contains(name), "{name} named: {}", text(&out));
         }
-        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/train/best.onnx")), "deployed");
+        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/export/best.fp16.onnx")), "deployed");
         let export: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(work(&scene).join("run/export.json")).expect("export.json"),
         )
@@ -292,7 +292,7 @@ mod with_libraries {
         assert!(out.status.success(), "{}", text(&out));
         let history = names(&work(&scene).join("history"));
         assert!(history.len() == 1 && history[0].ends_with("-failed"), "{history:?}");
-        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/train/best.onnx")), "deployed");
+        assert_eq!(sha(&scene.deployed), sha(&work(&scene).join("run/export/best.fp16.onnx")), "deployed");
     }
 
     #[test]
@@ -315,7 +315,11 @@ mod with_libraries {
             "a's run is a's"
         );
         assert_eq!(sha(&scene.deployed), scene.original, "a untouched");
-        assert_eq!(sha(&b), sha(&root.join("b.onnx/run/train/best.onnx")), "b deployed from its own run");
+        assert_eq!(
+            sha(&b),
+            sha(&root.join("b.onnx/run/export/best.fp16.onnx")),
+            "b deployed from its own run"
+        );
 
         // One --work for both: a run for another model is set aside, never continued.
         let shared = scene.root.join("shared");

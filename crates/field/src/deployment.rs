@@ -233,17 +233,35 @@ pub fn deploy_engine(deployed: &Path, engine: Option<&Path>) -> crate::Result<()
 }
 
 /// Makes the engine beside `deployed` the one recorded for it: swaps in `.prev` when that is the
-/// one (a rollback, or a kill between a deploy's two renames), moves away one that belongs to no
-/// record of the deployed file. A file the state folder has no record of is left as it is.
+/// one (a rollback, or a kill between a deploy's two renames), moves away one that was deployed
+/// with another model. For a deployed file the state folder has no record of (an FP32 model,
+/// another updater's), only an engine recorded for the `.prev` model is moved (to `.prev`, with
+/// its model); anything else is left as it is.
 pub fn reconcile_engine(deployed: &Path, work: &Path) -> crate::Result<()> {
     if !deployed.is_file() {
         return Ok(());
     }
-    let Some(record) = record(work, &sha256_file(deployed)?) else { return Ok(()) };
     let beside = engine_path(deployed);
     let previous = crate::deploy::previous_path(&beside);
     let swap = swap_path(&beside);
     let sha = |p: &Path| p.is_file().then(|| sha256_file(p)).transpose();
+    let Some(record) = record(work, &sha256_file(deployed)?) else {
+        let prev_model = crate::deploy::previous_path(deployed);
+        let prev_engine = match sha(&prev_model)? {
+            Some(prev_sha) => record(work, &prev_sha).and_then(|r| r.engine_sha256),
+            None => None,
+        };
+        if prev_engine.is_some() && sha(&beside)? == prev_engine {
+            rename(&beside, &previous)?;
+            tracing::info!(
+                "{}: the engine of {} goes with it to {}",
+                beside.display(),
+                prev_model.display(),
+                previous.display()
+            );
+        }
+        return Ok(());
+    };
     // A swap a kill cut short: the engine went to the side, `.prev` may have come in.
     if swap.is_file() {
         if !beside.is_file() {
