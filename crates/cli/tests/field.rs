@@ -265,7 +265,7 @@ mod with_libraries {
         args.extend(["--work".into(), s(&scene.root.join("work")).to_string()]);
         let out = run(&args, &[]);
         assert!(out.status.success(), "{}", text(&out));
-        let candidate = sha(&scene.root.join("work/run/train/best.onnx"));
+        let candidate = sha(&scene.root.join("work/run/export/best.fp16.onnx"));
         assert_eq!(sha(&deployed), candidate);
         assert_eq!(sha(&app.path().join("model.onnx.prev")), scene.original);
     }
@@ -320,6 +320,57 @@ mod with_libraries {
             .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
             .collect();
         assert!(names.len() == 1 && names[0].ends_with("-abandoned"), "{names:?}");
+
+        // Precision: a precision that does not exist; a gate of two files of other precisions; a
+        // deployed INT8 file whose FP32 source this loop never saw.
+        let out = run(&[base.clone(), vec!["--deploy".into(), "int4".into()]].concat(), &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("one of fp32, fp16, int8"), "{}", text(&out));
+        let exports = scene.root.join("exports");
+        let export = headroom(&[
+            "-q",
+            "export",
+            "--model",
+            s(&demo_model()),
+            "--fp16",
+            "--int8",
+            "--calib",
+            s(&scene.images),
+            "--out",
+            s(&exports),
+        ]);
+        assert!(export.status.success(), "{}", text(&export));
+        let (fp16, int8) =
+            (exports.join("yolov8n-shapes-160.fp16.onnx"), exports.join("yolov8n-shapes-160.int8.onnx"));
+        let gate = headroom(&[
+            "field",
+            "gate",
+            "--candidate",
+            s(&fp16),
+            "--model",
+            s(&demo_model()),
+            "--holdout",
+            s(&scene.holdout),
+        ]);
+        assert_eq!(gate.status.code(), Some(2), "{}", text(&gate));
+        assert!(
+            text(&gate)
+                .contains("--candidate is fp16, --model fp32: the gate compares files of one precision"),
+            "{}",
+            text(&gate)
+        );
+        std::fs::copy(&int8, &scene.deployed).expect("an INT8 file deployed by hand");
+        add_frame(&scene, 41); // not a quiet night
+        let out = run(&base, &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let where_to = format!("deployed/{}.fp32.onnx", sha(&int8));
+        assert!(
+            text(&out).contains("is an INT8 export that this loop did not deploy")
+                && text(&out).contains(&where_to),
+            "{}",
+            text(&out)
+        );
+        assert_eq!(sha(&scene.deployed), sha(&int8), "nothing deployed");
     }
 
     #[test]

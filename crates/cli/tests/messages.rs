@@ -410,7 +410,13 @@ mod with_libraries {
             "-1",
         ];
         assert_refused(&negative, "invalid value '-1' for '--epochs <EPOCHS>'");
-        assert!(stderr(&cases[2].0).contains("this is an INT8 export; train the FP32 file it came from"));
+        // Deployed INT8 trains from its FP32 source, which this state folder does not have.
+        let said = stderr(&cases[2].0);
+        assert!(said.contains("is an INT8 export that this loop did not deploy"), "{said}");
+        assert!(
+            said.contains(&format!("{}/deployed/", work.display())),
+            "names where its source goes: {said}"
+        );
     }
 
     /// A freeze point the model does not have: the model named once, the points as a range.

@@ -342,6 +342,16 @@ pub fn source_of(
     }
 }
 
+/// The FP32 model a night trains from when `deployed` is served: the file itself, or (FP16, INT8)
+/// the source the state folder `work` keeps for it; refused, with what to do, when it has none.
+pub fn trains_from(deployed: &Path, work: &Path) -> crate::Result<PathBuf> {
+    let precision = Precision::of_model(deployed)?;
+    if precision == Precision::Fp32 {
+        return Ok(deployed.to_path_buf());
+    }
+    source_of(deployed, precision, &sha256_file(deployed)?, work)
+}
+
 /// Refuses a served file and its FP32 source that do not describe the same detector.
 pub fn check_source(served: &Path, source: &Path) -> crate::Result<()> {
     let a = crate::inputs::detector("the deployed model", served)?;

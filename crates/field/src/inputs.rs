@@ -46,6 +46,20 @@ pub fn absolute_file(flag: &str, path: &Path) -> crate::Result<PathBuf> {
     std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))
 }
 
+/// Where the state folder is (`--work`, else beside the deployed file), neither created nor moved:
+/// for the checks before any work.
+pub fn work_path(work: Option<&Path>, deployed: &Path) -> crate::Result<PathBuf> {
+    match work {
+        Some(w) => Ok(std::path::absolute(w)?),
+        None => {
+            let name = deployed
+                .file_name()
+                .with_context(|| format!("--model {}: no file name", deployed.display()))?;
+            Ok(deployed.parent().unwrap_or(Path::new(".")).join(".headroom-field").join(name))
+        }
+    }
+}
+
 /// The state folder (`--work`, else `.headroom-field` beside the deployed file), created. With
 /// `images` (a run), one inside the folder of new images is refused before anything is written:
 /// the run would label its own files (plots, previews, exported images) as new images.

@@ -11,8 +11,9 @@ use crate::cmd::plan::{PlanArgs, budget};
 use headroom_field::inputs::Inputs;
 use headroom_field::preset::RunPreset;
 
-/// Checks the deployed model (an FP32 detector the trainer can train), what trains, the memory
-/// budget on the board, and the teacher–student pairing the preset's distillation needs.
+/// Checks the model the night trains (the deployed FP32 detector, or the FP32 source the state
+/// folder keeps for a deployed FP16 or INT8 file), what trains, the memory budget on the board,
+/// and the teacher–student pairing the preset's distillation needs.
 pub fn check(
     args: &RunArgs,
     inputs: &Inputs,
@@ -20,13 +21,13 @@ pub fn check(
     preset: &RunPreset,
     board: &headroom_plan::DevicePreset,
 ) -> anyhow::Result<()> {
-    let model = headroom_onnx::Model::load(&inputs.deployed).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
-    headroom_run::inputs::refuse_fp16(&inputs.deployed, &model).map_err(|e| {
-        anyhow::anyhow!("--model: {e:#}: deploy the FP32 model the FP16 one was exported from")
-    })?;
-    let student = headroom_onnx::inspect::inspect(&model).with_context(|| {
-        format!("--model {}: not a detector headroom can train", inputs.deployed.display())
-    })?;
+    let work = headroom_field::inputs::work_path(args.work.as_deref(), &inputs.deployed)?;
+    let trains = headroom_field::deployment::trains_from(&inputs.deployed, &work)
+        .map_err(|e| anyhow::anyhow!("--model: {}", e.chain()))?;
+    let model = headroom_onnx::Model::load(&trains).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
+    headroom_run::inputs::refuse_fp16(&trains, &model).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
+    let student = headroom_onnx::inspect::inspect(&model)
+        .with_context(|| format!("--model {}: not a detector headroom can train", trains.display()))?;
     // The plan step's budget: --reserve must leave something of the board's memory.
     let board_args = BoardArgs { board: Some(args.board.clone()), devices: args.devices.clone() };
     let plan_args = PlanArgs { budget: None, reserve: args.reserve.clone() };
