@@ -77,7 +77,8 @@ mod with_libraries {
             gate["compared"]["note"].as_str().is_some_and(|n| n.contains("the deployed model is fp32")),
             "{gate}"
         );
-        assert!(text(&out).contains("the deployed model is fp32, this run deploys fp16"), "{}", text(&out));
+        let report = std::fs::read_to_string(work.join("run/report.md")).expect("report.md");
+        assert!(report.contains("the deployed model is fp32, this run deploys fp16"), "{report}");
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(work.join("run/summary.json")).expect("summary"))
                 .expect("summary json");

@@ -11,12 +11,12 @@ mod with_libraries {
     use std::panic::AssertUnwindSafe;
     use std::path::{Path, PathBuf};
 
-    use headroom_field::deployment::Precision;
     use headroom_field::field_run::{FieldRun, Outcome, StepSettings};
     use headroom_field::gate::GateSettings;
     use headroom_field::inputs::{Given, check_inputs, work_dir};
     use headroom_field::report::Decision;
     use headroom_field::runner::{ChildCall, ChildRunner, Ended, StepRunner};
+    use headroom_field::served::Precision;
     use headroom_field::state::{RunSettings, RunState};
     use headroom_field::step::Step;
 
@@ -234,8 +234,8 @@ mod with_libraries {
         let compared = summary_gate(&night.work).compared.expect("the gate names its files");
         assert_eq!(compared.precision, Precision::Int8);
         assert!(compared.deployed.ends_with("export-serving/base.int8.onnx"), "{compared:?}");
-        let kept = headroom_field::deployment::fp32_source(&night.work, &candidate)
-            .expect("its FP32 source is kept");
+        let kept =
+            headroom_field::served::fp32_source(&night.work, &candidate).expect("its FP32 source is kept");
         assert_eq!(sha(&kept), sha(&night.work.join("run/train/best.onnx")));
         let prev = scene.root.join("app/model.onnx.prev");
         assert_eq!(sha(&prev), scene.original, "the original is kept as .prev, not the candidate");

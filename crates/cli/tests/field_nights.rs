@@ -96,7 +96,7 @@ mod with_libraries {
             ),
             (with(&base, "--train", "bogus"), "'bogus' for '--train <PART>'"),
             (with(&base, "--reserve", "1000GiB"), "leaves nothing of the budget"),
-            (with(&base, "--model", s(&fp16_app)), "its weights are float16"),
+            (with(&base, "--model", s(&fp16_app)), "is an FP16 export that this loop did not deploy"),
             (paired.clone(), "takes 640x640 images only"),
         ];
         for (args, expected) in cases {
@@ -321,7 +321,9 @@ mod with_libraries {
             "b deployed from its own run"
         );
 
-        // One --work for both: a run for another model is set aside, never continued.
+        // One --work for both: a run for another model is set aside, never continued. (b is FP32
+        // again: the FP32 source of its deployed FP16 file is in its own state folder.)
+        std::fs::copy(demo_model(), &b).expect("copy");
         let shared = scene.root.join("shared");
         let out = run(&with(&a_args, "--work", s(&shared)), &[("HEADROOM_FIELD_KILL_AT", "plan")]);
         assert_eq!(out.status.signal(), Some(9), "{}", text(&out));

@@ -43,7 +43,7 @@ pub struct FieldAsk {
     /// ([`headroom_core::imageio::pixel_cap_for`]).
     pub max_pixels: Option<u64>,
     /// The precision deployed (`--deploy`).
-    pub deploy: crate::deployment::Precision,
+    pub deploy: crate::served::Precision,
 }
 
 impl FieldAsk {
@@ -137,7 +137,7 @@ mod tests {
             threads: 1,
             max_images: None,
             max_pixels: None,
-            deploy: crate::deployment::DEFAULT,
+            deploy: crate::served::DEFAULT,
         }
     }
 

@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::deployment::Precision;
 use crate::gate::{Compared, GateReport, GateSettings};
 use crate::inputs::Inputs;
 use crate::runner::{ChildCall, Ended, StepRunner};
+use crate::served::Precision;
 use crate::state::{self, RunSettings, RunState};
 use crate::step::Step;
 use crate::{Context as _, ensure};

@@ -67,7 +67,7 @@ pub struct GateReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Compared {
     /// The precision of both.
-    pub precision: crate::deployment::Precision,
+    pub precision: crate::served::Precision,
     /// The file that is deployed when the gate passes.
     pub candidate: std::path::PathBuf,
     /// The serving model at that precision: the served file, or its source's export.

@@ -13,7 +13,8 @@
 //! - [`gate`]: the deploy gate's conditions and decision; [`report`]: evaluating both models for it
 //!   (ONNX Runtime) and the run's summary and Markdown report.
 //! - [`deploy`]: atomic deploy, rollback, and the temporaries a kill leaves; [`deployment`]: the
-//!   precision deployed, the FP32 source of a served file, the engine beside it.
+//!   engine beside the deployed model and the records of what was deployed; [`served`]: a served
+//!   file's precision and the FP32 model it came from.
 //! - [`disk`]: free space before training, and the history's bound.
 //! - [`metrics`]: the night's outcome in Prometheus' text format, for a fleet.
 //! - [`calendar`]: systemd `OnCalendar` expressions, checked before a timer is written;
@@ -37,6 +38,7 @@ pub mod preset;
 pub mod quiet;
 pub mod report;
 pub mod runner;
+pub mod served;
 pub mod service;
 pub mod sources;
 pub mod state;

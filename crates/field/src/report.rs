@@ -58,7 +58,7 @@ pub struct FieldSummary {
     /// The precision this run deploys (`--deploy`); the gate compared at it. FP32 in summaries
     /// written before `--deploy`.
     #[serde(default = "fp32")]
-    pub precision: crate::deployment::Precision,
+    pub precision: crate::served::Precision,
     /// The file deployed when the gate passes (the trained model, or its FP16 or INT8 export).
     #[serde(default)]
     pub deploy_file: PathBuf,
@@ -110,8 +110,8 @@ pub struct Labelled {
     pub excluded: Option<usize>,
 }
 
-fn fp32() -> crate::deployment::Precision {
-    crate::deployment::Precision::Fp32
+fn fp32() -> crate::served::Precision {
+    crate::served::Precision::Fp32
 }
 
 /// Writes `summary.json` and `report.md`, marks the run finished, and says what happened.
@@ -119,7 +119,7 @@ fn fp32() -> crate::deployment::Precision {
 pub fn finish(
     state: &mut RunState,
     run: &Path,
-    (deployed, precision): (&Path, crate::deployment::Precision),
+    (deployed, precision): (&Path, crate::served::Precision),
     gate: &GateReport,
     preset: &str,
 ) -> crate::Result<FieldSummary> {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::Context as _;
-use crate::deployment::Precision;
+use crate::served::Precision;
 use crate::step::Step;
 use serde::{Deserialize, Serialize};
 
@@ -251,8 +251,8 @@ pub fn open_run(
     let serving = Precision::of_model(&base)
         .with_context(|| format!("reading the deployed model {}", deployed.display()))?;
     if serving != Precision::Fp32 {
-        let source = crate::deployment::source_of(deployed, serving, &base_sha256, work)?;
-        crate::deployment::check_source(&base, &source)?;
+        let source = crate::served::source_of(deployed, serving, &base_sha256, work)?;
+        crate::served::check_source(&base, &source)?;
         let source_bytes = std::fs::read(&source).with_context(|| format!("reading {}", source.display()))?;
         headroom_core::fsio::write_atomic(&fresh.join("source.onnx"), &source_bytes)?;
     }

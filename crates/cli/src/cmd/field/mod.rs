@@ -25,7 +25,7 @@ use headroom_field::ask::FieldAsk;
 use headroom_field::field_run::{self, FieldRun};
 use headroom_field::inputs::{Given, absolute_file, check_inputs, class_names, work_dir};
 use headroom_field::runner::ChildRunner;
-use headroom_field::{deploy, deployment, gate, preset};
+use headroom_field::{deploy, deployment, gate, preset, served};
 use headroom_infer::provider::ExecutionProvider;
 use headroom_plan::DeviceChoice;
 use headroom_run::limits;
@@ -122,7 +122,7 @@ pub struct RunArgs {
     /// `.engine` and rolled back with it. fp16: TensorRT on an Orin runs it on the tensor cores at
     /// no measured cost in accuracy; int8 is faster and costs points (docs/FIELD.md "Precision").
     #[arg(long, default_value = "fp16", value_name = "fp32|fp16|int8")]
-    pub deploy: headroom_field::deployment::Precision,
+    pub deploy: headroom_field::served::Precision,
     /// Old-scene data: its train split is replayed in training against forgetting, its val split
     /// is checked by the gate (recommended).
     #[arg(long, value_name = "OLD.yaml")]
@@ -254,13 +254,13 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
         preset.gate.seed = seed;
     }
     // Like with like: a quantized candidate against the FP32 model measures the quantization too.
-    let precision = deployment::Precision::of_model(&candidate)?;
-    let deployed_precision = deployment::Precision::of_model(&deployed)?;
+    let precision = served::Precision::of_model(&candidate)?;
+    let deployed_precision = served::Precision::of_model(&deployed)?;
     anyhow::ensure!(
         precision == deployed_precision,
         "--candidate is {precision}, --model {deployed_precision}: the gate compares files of one precision \
          (export the one to match, `headroom export --{}`)",
-        if precision == deployment::Precision::Fp32 { deployed_precision } else { precision }
+        if precision == served::Precision::Fp32 { deployed_precision } else { precision }
     );
     let session = cpu_session(args.threads)?;
     let mut report =

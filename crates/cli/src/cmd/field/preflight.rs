@@ -22,7 +22,7 @@ pub fn check(
     board: &headroom_plan::DevicePreset,
 ) -> anyhow::Result<()> {
     let work = headroom_field::inputs::work_path(args.work.as_deref(), &inputs.deployed)?;
-    let trains = headroom_field::deployment::trains_from(&inputs.deployed, &work)
+    let trains = headroom_field::served::trains_from(&inputs.deployed, &work)
         .map_err(|e| anyhow::anyhow!("--model: {}", e.chain()))?;
     let model = headroom_onnx::Model::load(&trains).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
     headroom_run::inputs::refuse_fp16(&trains, &model).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
