@@ -146,6 +146,79 @@ mod with_onnxruntime {
         assert!(stderr(&again).contains("add --force"), "{}", stderr(&again));
     }
 
+    /// `--qat`: the post-training file, a fine-tuning run with fake quantization, and an INT8 file of
+    /// the fine-tuned weights at the post-training file's activation scales.
+    #[cfg(feature = "libtorch")]
+    #[test]
+    fn qat_fine_tunes_and_writes_the_int8_file_at_the_scales_it_trained_with() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = synth(dir.path(), "8", "4");
+        let model = demo_model();
+        let out = dir.path().join("out");
+        let args = [
+            "-q",
+            "export",
+            "--model",
+            s(&model),
+            "--int8",
+            "--calib",
+            s(&data),
+            "--qat",
+            s(&data),
+            "--qat-epochs",
+            "1",
+            "--data",
+            s(&data),
+            "--out",
+            s(&out),
+            "--threads",
+            "2",
+            "--json",
+        ];
+        let run = headroom(&args);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let work = out.join("yolov8n-shapes-160.qat");
+        let ptq = work.join("ptq/yolov8n-shapes-160.int8.onnx");
+        let tuned = work.join("yolov8n-shapes-160.onnx");
+        let config = std::fs::read_to_string(work.join("train/config.toml")).expect("the fine-tuning run");
+        assert!(config.contains("qat = ") && config.contains("part = \"freeze=0\""), "{config}");
+        assert_ne!(
+            std::fs::read(&tuned).expect("tuned"),
+            std::fs::read(&model).expect("model"),
+            "the weights moved"
+        );
+        let scales = |path: &std::path::Path| {
+            let bytes = std::fs::read(path).expect("read");
+            let proto = headroom_onnx::model::decode(&bytes, path).expect("onnx");
+            headroom_onnx::quant::dequantize::activation_scales(&proto, path).expect("scales")
+        };
+        let (before, after) = (scales(&ptq), scales(&out.join("yolov8n-shapes-160.int8.onnx")));
+        assert_eq!(before.len(), 63, "every YOLOv8n Conv but DFL's");
+        assert_eq!(before, after, "the INT8 file keeps the scales it trained with");
+        let files = rows(&run.stdout);
+        assert_eq!(files[0]["path"].as_str().map(std::path::PathBuf::from), Some(tuned), "{files:?}");
+        // Without --int8 it is refused by the flags; with a missing data.yaml, by name.
+        let alone = headroom(&["export", "--model", s(&model), "--fp16", "--qat", s(&data)]);
+        assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
+        let missing = dir.path().join("missing.yaml");
+        let run = headroom(&[
+            "-q",
+            "export",
+            "--model",
+            s(&model),
+            "--int8",
+            "--calib",
+            s(&data),
+            "--qat",
+            s(&missing),
+            "--out",
+            s(&out),
+            "--force",
+        ]);
+        assert_eq!(run.status.code(), Some(2), "{}", stderr(&run));
+        assert!(stderr(&run).contains("missing.yaml: no such file"), "{}", stderr(&run));
+    }
+
     #[test]
     fn sensitivity_keeps_convs_float_until_the_drop_is_met() {
         let dir = tempfile::tempdir().expect("tempdir");

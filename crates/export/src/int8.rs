@@ -148,6 +148,27 @@ pub(crate) fn export(
         tracing::warn!("`{name}` took {} NaN or infinite values during calibration", h.non_finite);
     }
     let mut keep = HashSet::new();
+    let mut amax = amax;
+    if let Some(file) = &settings.scales_from {
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let proto = headroom_onnx::model::decode(&bytes, file)?;
+        let scales = quant::dequantize::activation_scales(&proto, file)?;
+        ensure!(
+            !scales.is_empty(),
+            "{}: no Conv reads a quantized activation: not an INT8 export",
+            file.display()
+        );
+        for site in &sites.convs {
+            match scales.get(&site.node) {
+                Some(scale) => {
+                    amax.insert(site.activation.clone(), scale * 127.0);
+                }
+                None => {
+                    keep.insert(site.node.clone());
+                }
+            }
+        }
+    }
     let mut steps = Vec::new();
     if let Some(max_drop) = settings.sensitivity {
         let val = val.context("--sensitivity needs --data")?;

@@ -51,6 +51,10 @@ pub struct Int8Settings {
     /// Keep the Convs whose INT8 error is largest in float until the mAP50-95 drop on the request's
     /// `data` is at most this many points.
     pub sensitivity: Option<f64>,
+    /// The activation scales of this Q/DQ file's Convs instead of the calibrated ones, its float
+    /// Convs kept float: the INT8 file of a model trained quantization-aware at those scales
+    /// (`headroom train --qat`) computes what the training saw.
+    pub scales_from: Option<PathBuf>,
 }
 
 /// Where and how engines are built.

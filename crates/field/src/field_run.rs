@@ -320,7 +320,8 @@ impl FieldRun {
         let source = state::source_model(&self.run);
         let file = precision.export_of(&source, &self.run.join("export-serving"));
         let note = format!(
-            "the deployed model is {serving}, this run deploys {precision}: the gate compares the candidate's              {precision} file with the deployed model's {precision} {} ({})",
+            "the deployed model is {serving}, this run deploys {precision}: the gate compares the candidate's \
+             {precision} file with the deployed model's {precision} {} ({})",
             if precision == Precision::Fp32 { "source" } else { "export" },
             file.display()
         );

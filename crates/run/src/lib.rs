@@ -36,6 +36,7 @@ pub mod label_torch;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod parity;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+pub mod qat;
 pub mod renorm;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod run;

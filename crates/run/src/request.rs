@@ -89,6 +89,8 @@ pub struct RunRequest {
     pub memory_cap_after: Option<u64>,
     /// Convolutions re-normalised before training.
     pub renorm: Option<usize>,
+    /// Quantization-aware training at this Q/DQ file's sites and activation scales.
+    pub qat: Option<PathBuf>,
     /// The dense-distillation teacher.
     pub teacher: Option<PathBuf>,
     /// Epochs without a better fitness before stopping (0: never).
@@ -202,6 +204,7 @@ impl RunRequest {
             memory_cap: self.memory_cap.or(fallback.memory_cap),
             memory_cap_after: self.memory_cap_after.or(fallback.memory_cap_after),
             renorm: self.renorm.or(fallback.renorm),
+            qat: self.qat.or(fallback.qat),
             teacher: self.teacher.or(fallback.teacher),
             patience: self.patience.or(fallback.patience),
             time_hours: self.time_hours.or(fallback.time_hours),
@@ -326,6 +329,9 @@ impl RunRequest {
         }
         set(&mut spec.memory_cap_after, self.memory_cap_after);
         set(&mut spec.renorm, self.renorm);
+        if let Some(qat) = &self.qat {
+            spec.qat = Some(qat.clone());
+        }
         if let Some(teacher) = &self.teacher {
             spec.teacher = Some(teacher.clone());
         }

@@ -532,7 +532,7 @@ fn set_process(options: &RunOptions) {
 /// The student prepared for training on `device`, its batch checked against the export.
 fn student_for(spec: &RunSpec, model: &Model, device: headroom_train::tch::Device) -> Result<Student> {
     let trainable = spec.part;
-    let student = Student::new(model, trainable, device).map_err(|e| {
+    let mut student = Student::new(model, trainable, device).map_err(|e| {
         // Most of these errors name the model already: once is enough.
         let text = e.to_string();
         let prefix = format!("{}: ", spec.model.display());
@@ -543,6 +543,9 @@ fn student_for(spec: &RunSpec, model: &Model, device: headroom_train::tch::Devic
         }
     })?;
     check_batch(spec, model, &student)?;
+    if let Some(qat) = &spec.qat {
+        student.set_fake_quant(crate::qat::sites(qat, model)?)?;
+    }
     Ok(student)
 }
 

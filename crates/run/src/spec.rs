@@ -202,6 +202,10 @@ pub struct RunSpec {
     /// (`headroom_onnx::renorm`; 0: none). Needs old-domain images (`replay`).
     #[serde(default)]
     pub renorm: usize,
+    /// Quantization-aware training: the Q/DQ file (`headroom export --int8`) whose Convs train
+    /// fake-quantized at its activation scales (`headroom_train::fake_quant`). Needs `part = all`.
+    #[serde(default)]
+    pub qat: Option<PathBuf>,
     /// A teacher run on every training batch for dense distillation (`settings.dense_kd` its
     /// gain; `crate::teacher`).
     #[serde(default)]
@@ -243,6 +247,7 @@ impl RunSpec {
             memory_cap: None,
             memory_cap_after: 0,
             renorm: 0,
+            qat: None,
             teacher: None,
             patience: 0,
             time_hours: 0.0,
@@ -286,6 +291,16 @@ impl RunSpec {
                 key: "renorm".into(),
                 reason: "re-normalising needs old-domain images to take the statistics from: add --replay OLD.yaml"
                     .into(),
+            });
+        }
+        if self.qat.is_some() && (self.part != Trainable::Freeze(0) || self.cache_features) {
+            return Err(Error::Spec {
+                key: "qat".into(),
+                reason: format!(
+                    "quantization-aware training fake-quantizes every Conv: it needs part = all (not {}) and no \
+                     feature cache",
+                    self.part
+                ),
             });
         }
         if self.renorm > 64 {
@@ -422,6 +437,17 @@ mod tests {
 
     fn timing(batch: usize, seconds: Option<f64>) -> BatchTiming {
         BatchTiming { batch, estimate: batch as u64 * 100, seconds_per_image: seconds, skipped: None }
+    }
+
+    /// Quantization-aware training fake-quantizes every Conv: a frozen trunk or a feature cache is
+    /// refused by name.
+    #[test]
+    fn qat_needs_every_layer_trained() {
+        let mut qat = RunSpec { qat: Some("m.int8.onnx".into()), part: Trainable::Freeze(0), ..spec() };
+        qat.validate().expect("part = all");
+        qat.part = Trainable::Head;
+        let err = qat.validate().expect_err("head only").to_string();
+        assert!(err.contains("qat") && err.contains("part = all (not head)"), "{err}");
     }
 
     /// A larger batch trains only when it is at least 5 % faster per image than the planned one;

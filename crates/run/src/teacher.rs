@@ -28,7 +28,7 @@ enum Runtime {
     Ort(OrtTrunk),
     /// The executor, the input's name, the head tensors' names, and whether the export takes one
     /// image at a time.
-    Torch { executor: Executor, input: String, outputs: Vec<String>, one_by_one: bool },
+    Torch { executor: Box<Executor>, input: String, outputs: Vec<String>, one_by_one: bool },
 }
 
 impl std::fmt::Debug for TeacherSession {
@@ -59,7 +59,7 @@ pub fn open(
         .teacher_cost([imgsz[1], imgsz[0]])
         .map_err(|e| fail(format!("estimating its memory: {e}")))?;
     if let Some(device) = torch {
-        let executor = Executor::new(&model.graph, device).map_err(|e| flag(&e))?;
+        let executor = Box::new(Executor::new(&model.graph, device).map_err(|e| flag(&e))?);
         let input = executor.input_names().first().cloned().unwrap_or_default();
         let one_by_one = teacher.input_shape.first() == Some(&Dim::Known(1));
         return Ok(TeacherSession(Runtime::Torch { executor, input, outputs, one_by_one }, cost));

@@ -40,6 +40,9 @@ pub struct Executor {
     /// one `silu` unless [`Executor::set_fusion`] turned it off.
     silu: HashMap<usize, usize>,
     fuse: bool,
+    /// Conv node name → the int8 scale of its activation: quantization-aware training
+    /// ([`Executor::set_fake_quant`]).
+    fake_quant: HashMap<String, f64>,
 }
 
 impl Executor {
@@ -69,7 +72,23 @@ impl Executor {
             ),
             // `HEADROOM_FUSION=0` runs every node as the file has it (benchmarks; docs/TRAIN.md).
             fuse: std::env::var_os("HEADROOM_FUSION").is_none_or(|v| v != "0"),
+            fake_quant: HashMap::new(),
         })
+    }
+
+    /// Quantization-aware training: each Conv named in `sites` (node name → its activation's int8
+    /// scale, `amax / 127` as the Q/DQ export writes it) reads its activation and its weight through
+    /// fake quantization ([`crate::fake_quant`]), so the forward pass computes what the INT8 file
+    /// will, and gradients pass straight through. Empty: every Conv computes in float.
+    pub fn set_fake_quant(&mut self, sites: HashMap<String, f64>) -> Result<()> {
+        for node in sites.keys() {
+            let conv = self.nodes.iter().any(|n| &n.name == node && n.op.op_type() == "Conv");
+            if !conv {
+                return Err(Error::UnknownTensor { name: format!("Conv node `{node}` (fake quantization)") });
+            }
+        }
+        self.fake_quant = sites;
+        Ok(())
     }
 
     /// Runs the graph's `Sigmoid(x)·x` pairs as one libtorch `silu` (the default: one kernel each
@@ -237,6 +256,8 @@ impl Executor {
             }
             None => None,
         };
+        // Declared before `values`, which may borrow them.
+        let quantized: (Tensor, Tensor);
         let mut values = Vec::with_capacity(node.inputs.len());
         for (index, name) in node.inputs.iter().enumerate() {
             if name.is_empty() {
@@ -252,6 +273,18 @@ impl Executor {
                 .or_else(|| self.weights.get(name))
                 .ok_or_else(|| fail(format!("input `{name}` has not been computed")))?;
             values.push(Some(value));
+        }
+        if let Some(&scale) = self.fake_quant.get(&node.name) {
+            let (Some(Some(x)), Some(Some(w))) = (values.first(), values.get(1)) else {
+                return Err(fail("a fake-quantized Conv needs its activation and weight".into()));
+            };
+            let torch = |e: tch::TchError| fail(crate::error::torch_message(&e.to_string()).to_string());
+            quantized = (
+                crate::fake_quant::activation(x, scale).map_err(torch)?,
+                crate::fake_quant::weight(w).map_err(torch)?,
+            );
+            values[0] = Some(&quantized.0);
+            values[1] = Some(&quantized.1);
         }
         let outputs = lower::run(&node.op, &Inputs::new(values, self.device), node.outputs.len())
             .map_err(|e| fail(e.0))?;

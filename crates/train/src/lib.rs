@@ -33,6 +33,8 @@ mod error;
 #[cfg(feature = "libtorch")]
 pub mod executor;
 #[cfg(feature = "libtorch")]
+pub mod fake_quant;
+#[cfg(feature = "libtorch")]
 pub mod foreach;
 #[cfg(feature = "libtorch")]
 pub mod gpu_probe;

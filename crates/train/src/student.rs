@@ -114,6 +114,12 @@ impl Student {
         &self.executor
     }
 
+    /// Quantization-aware training: these Convs (node → activation scale) compute from
+    /// fake-quantized activation and weight ([`Executor::set_fake_quant`]).
+    pub fn set_fake_quant(&mut self, sites: HashMap<String, f64>) -> Result<()> {
+        self.executor.set_fake_quant(sites)
+    }
+
     /// Runs the graph's SiLUs as one op (the default) or node by node ([`Executor::set_fusion`]).
     pub fn set_fusion(&mut self, fuse: bool) {
         self.executor.set_fusion(fuse);

@@ -218,6 +218,20 @@ void atg_expand(tensor *out__, tensor self, int64_t *size_data, int size_len, in
   )
 }
 
+void atg_fake_quantize_per_channel_affine(tensor *out__, tensor self, tensor scale, tensor zero_point, int64_t axis, int64_t quant_min, int64_t quant_max) {
+  PROTECT(
+    auto outputs__ = torch::fake_quantize_per_channel_affine(*self, *scale, *zero_point, axis, quant_min, quant_max);
+    out__[0] = new torch::Tensor(outputs__);
+  )
+}
+
+void atg_fake_quantize_per_tensor_affine(tensor *out__, tensor self, double scale, int64_t zero_point, int64_t quant_min, int64_t quant_max) {
+  PROTECT(
+    auto outputs__ = torch::fake_quantize_per_tensor_affine(*self, scale, zero_point, quant_min, quant_max);
+    out__[0] = new torch::Tensor(outputs__);
+  )
+}
+
 void atg_flatten(tensor *out__, tensor self, int64_t start_dim, int64_t end_dim) {
   PROTECT(
     auto outputs__ = torch::flatten(*self, start_dim, end_dim);

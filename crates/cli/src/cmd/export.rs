@@ -76,6 +76,17 @@ pub struct Args {
     /// The mAP50-95 drop (points) --sensitivity allows.
     #[arg(long, default_value_t = 1.0, value_parser = drop_arg)]
     pub max_drop: f64,
+    /// Quantization-aware fine-tuning before the INT8 file: the model trains on this data.yaml
+    /// (`headroom train --train all --qat`) with every Conv the INT8 file quantizes computing from
+    /// int8-rounded activation and weight, at the calibrated scales, distilled from itself in FP32;
+    /// the INT8 file is then written from the fine-tuned weights at those scales. The run and the
+    /// fine-tuned FP32 model are kept in OUT/<stem>.qat/ (docs/ONNX.md "Quantization-aware
+    /// training").
+    #[arg(long, value_name = "DATA.yaml", requires = "int8")]
+    pub qat: Option<PathBuf>,
+    /// Epochs of --qat's fine-tuning.
+    #[arg(long, default_value_t = 3, requires = "qat", value_parser = super::provider_args::count_arg::<1, 1000>)]
+    pub qat_epochs: usize,
     /// Input size for calibrating a model with a dynamic input (written into the exported files'
     /// `imgsz` metadata).
     #[arg(long, value_parser = super::provider_args::whole_arg::<u32>, value_name = "N")]
@@ -152,6 +163,7 @@ impl Args {
                     MethodArg::Entropy => Method::Entropy,
                 },
                 sensitivity: self.sensitivity.then_some(self.max_drop),
+                scales_from: None,
             })
         } else {
             None
@@ -190,9 +202,9 @@ impl Args {
 }
 
 /// The export's progress bars, and the signal flag it polls.
-struct Terminal {
+pub(super) struct Terminal {
     bar: RefCell<Option<indicatif::ProgressBar>>,
-    interrupt: Interrupt,
+    pub(super) interrupt: Interrupt,
 }
 
 impl headroom_export::Observer for Terminal {
@@ -220,8 +232,18 @@ impl headroom_export::Observer for Terminal {
 /// Runs `headroom export`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     anyhow::ensure!(args.fp16 || args.int8, "nothing to export: ask for --fp16 and/or --int8");
-    let request = args.request()?;
+    let mut request = args.request()?;
     let terminal = Terminal { bar: RefCell::new(None), interrupt: Interrupt::install()? };
+    if let Some(data) = &args.qat {
+        match super::export_qat::fine_tune(args, data, &request, &terminal)? {
+            Some(tuned) => request = tuned,
+            None => {
+                let signal = terminal.interrupt.signal().unwrap_or(libc::SIGINT);
+                eprintln!("stopped by {}: rerun to export", super::interrupt::signal_name(signal));
+                return Ok(Outcome::Interrupted(signal));
+            }
+        }
+    }
     let report = match headroom_export::export(&request, &terminal)? {
         Exported::Published(report) => *report,
         Exported::Stopped => {

@@ -5,6 +5,7 @@ mod device_arg;
 mod doctor;
 mod eval;
 mod export;
+mod export_qat;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod field;
 mod inspect;

@@ -163,6 +163,12 @@ pub struct Args {
     /// forward passes only). The run folder keeps the result as renorm.onnx (0: off) [default: 0].
     #[arg(long, value_parser = super::provider_args::count_arg::<0, 64>)]
     pub renorm: Option<usize>,
+    /// Quantization-aware training: every Conv that INT8.onnx (a `headroom export --int8` file of
+    /// this model) quantizes computes from int8-rounded activation and weight, at that file's
+    /// activation scales, with straight-through gradients. Needs --train all. `headroom export
+    /// --int8 --qat` runs it for you (docs/ONNX.md "Quantization-aware training").
+    #[arg(long, value_name = "INT8.onnx")]
+    pub qat: Option<PathBuf>,
     /// Passes before --memory-cap is checked (to hit it mid-epoch in tests).
     #[arg(long, value_parser = super::provider_args::whole_arg::<u64>, hide = true)]
     pub memory_cap_after: Option<u64>,

@@ -33,6 +33,7 @@ pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunReque
         memory_cap: args.memory_cap,
         memory_cap_after: args.memory_cap_after,
         renorm: args.renorm,
+        qat: args.qat.as_deref().map(|p| absolute("--qat", p)).transpose()?,
         teacher: args.teacher.as_deref().map(|p| absolute("--teacher", p)).transpose()?,
         patience: args.patience,
         time_hours: args.time,

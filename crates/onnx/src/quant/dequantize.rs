@@ -127,3 +127,37 @@ fn weight(
         .collect();
     Ok(Weight { dims: x.dims.iter().map(|d| *d as i64).collect(), values })
 }
+
+/// The activation scale of every Conv of a Q/DQ file that reads its input through a
+/// `QuantizeLinear` → `DequantizeLinear` pair with one scale (Conv node name → scale): what
+/// quantization-aware training fake-quantizes at, and what an export of the trained model writes
+/// again. Convs the file keeps float are absent.
+pub fn activation_scales(proto: &ModelProto, path: &Path) -> Result<HashMap<String, f32>> {
+    let Some(graph) = proto.graph.as_ref() else { return Ok(HashMap::new()) };
+    let initializers: HashMap<&str, &TensorProto> = graph.initializer.iter().map(|t| (t.name(), t)).collect();
+    let producer: HashMap<&str, &crate::proto::NodeProto> =
+        graph.node.iter().flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n))).collect();
+    let mut scales = HashMap::new();
+    for conv in graph.node.iter().filter(|n| n.op_type() == "Conv") {
+        let Some(dq) = conv.input.first().and_then(|i| producer.get(i.as_str())) else { continue };
+        let reads_q = dq
+            .input
+            .first()
+            .and_then(|i| producer.get(i.as_str()))
+            .is_some_and(|q| q.op_type() == "QuantizeLinear");
+        if dq.op_type() != "DequantizeLinear" || !reads_q {
+            continue;
+        }
+        let Some(scale) = dq.input.get(1).and_then(|s| initializers.get(s.as_str())) else { continue };
+        let scale = decode(scale, path.parent()).map_err(|reason| Error::Export {
+            path: path.to_path_buf(),
+            reason: format!("the scale of `{}`: {reason}", dq.name()),
+        })?;
+        if let TensorData::F32(v) = &scale.data
+            && v.len() == 1
+        {
+            scales.insert(conv.name().to_string(), v[0]);
+        }
+    }
+    Ok(scales)
+}
