@@ -52,7 +52,7 @@ fn fake_quantized_training_computes_what_the_int8_file_computes() {
     let float = values(&executor.run(vec![(image.clone(), input.shallow_clone())], &[]).expect("float")[0]);
     let session = headroom_infer::provider::SessionOptions { intra_threads: 1, ..Default::default() };
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut errors = |executor: &mut Executor, keep_float: HashSet<String>| -> (f64, f64, usize) {
+    let errors = |executor: &mut Executor, keep_float: HashSet<String>| -> (f64, f64, usize) {
         let options = headroom_onnx::quant::Int8Options { keep_float };
         let (bytes, report) = headroom_onnx::quant::to_int8(&model, &sites, &amax, &options).expect("Q/DQ");
         let int8 = dir.path().join("yolov8n-shapes-160.int8.onnx");
