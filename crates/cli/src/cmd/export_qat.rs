@@ -5,7 +5,7 @@
 //! 2. `headroom-run` trains the model on DATA.yaml, every layer, with those Convs fake-quantized
 //!    (`headroom_train::fake_quant`: straight-through gradients) and the FP32 model itself as the
 //!    dense-distillation teacher, into `OUT/<stem>.qat/train/`.
-//! 3. The export then goes on from the fine-tuned FP32 weights (`OUT/<stem>.qat/<stem>.onnx`), its
+//! 3. The export then goes on from the last epoch's FP32 weights (`OUT/<stem>.qat/<stem>.onnx`), its
 //!    INT8 file written at the same activation scales: the file computes what the training saw.
 
 use std::path::Path;
@@ -94,8 +94,10 @@ pub(super) fn fine_tune(
     }
     // 3. The export of the fine-tuned weights, named as the model, at the trained scales.
     let tuned = work.join(format!("{stem}.onnx"));
-    let best = train_dir.join("best.onnx");
-    let bytes = std::fs::read(&best).with_context(|| format!("reading {}", best.display()))?;
+    // The last epoch, not the best: the run picks `best` on the float model's val mAP, and its
+    // epoch 0 (the model before any quantization-aware step) often wins that on a small val split.
+    let last = train_dir.join("last.onnx");
+    let bytes = std::fs::read(&last).with_context(|| format!("reading {}", last.display()))?;
     headroom_core::fsio::write_atomic(&tuned, &bytes)?;
     eprintln!("quantization-aware training, 3 of 3: exporting the fine-tuned {}", tuned.display());
     let mut request = request.clone();
