@@ -190,8 +190,9 @@ mod with_libraries {
         RunState::load(&work.join("run")).expect("state.json loads")
     }
 
-    /// At `--deploy int8` on an FP32 deployment (the upgrade's first night): the gate's INT8
-    /// comparison file is made inside the eval step, which a kill may cut too.
+    /// At `--deploy int8` on an FP32 deployment (the upgrade's first night): the export step
+    /// fine-tunes quantization-aware before the INT8 file, and the gate's INT8 comparison file is
+    /// made inside the eval step, which a kill may cut too.
     #[test]
     fn killed_before_and_after_every_step_in_process_each_start_continues_and_deploys_once() {
         let scene = scene();
@@ -236,7 +237,13 @@ mod with_libraries {
         assert!(compared.deployed.ends_with("export-serving/base.int8.onnx"), "{compared:?}");
         let kept =
             headroom_field::served::fp32_source(&night.work, &candidate).expect("its FP32 source is kept");
-        assert_eq!(sha(&kept), sha(&night.work.join("run/train/best.onnx")));
+        // The INT8 file was written from the quantization-aware fine-tuning of the trained model on
+        // the labelled set: that FP32 model is its source.
+        let tuned = night.work.join("run/export/best.qat/best.onnx");
+        assert_eq!(sha(&kept), sha(&tuned), "the fine-tuned FP32 model is kept as the source");
+        let qat = std::fs::read_to_string(night.work.join("run/export/best.qat/train/config.toml"))
+            .expect("QAT run");
+        assert!(qat.contains("labelled/data.yaml"), "fine-tuned on the labelled set: {qat}");
         let prev = scene.root.join("app/model.onnx.prev");
         assert_eq!(sha(&prev), scene.original, "the original is kept as .prev, not the candidate");
         let state = state(&night.work);

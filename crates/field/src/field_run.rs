@@ -467,6 +467,10 @@ impl FieldRun {
         let mut a = vec!["export".into(), "--model".into(), path(&self.run.join("train/best.onnx"))];
         a.extend(["--fp16".into(), "--int8".into(), "--calib".into(), path(&s.inputs.images)]);
         a.extend(settle());
+        if s.deploy == Precision::Int8 {
+            // The INT8 file deployed is fine-tuned quantization-aware on the labelled set first.
+            a.extend(["--qat".into(), path(&self.labelled().join("data.yaml"))]);
+        }
         a.extend(["--out".into(), path(&self.run.join("export")), "--force".into(), "--json".into()]);
         a.extend(["--threads".into(), s.threads.to_string()]);
         a.extend(self.board_flags(s));
@@ -493,8 +497,14 @@ impl FieldRun {
         }
         let candidate = state::deploy_candidate(&self.run, precision);
         let engine = self.engine_of(precision);
-        // The FP32 source and the engine's record first: the next run trains from that source.
-        let fp32 = self.run.join("train/best.onnx");
+        // The FP32 source and the engine's record first: the next run trains from that source (the
+        // quantization-aware fine-tuned weights an INT8 file was written from).
+        let tuned = self.run.join("export/best.qat/best.onnx");
+        let fp32 = if precision == Precision::Int8 && tuned.is_file() {
+            tuned
+        } else {
+            self.run.join("train/best.onnx")
+        };
         crate::deployment::remember(&self.work, &candidate, precision, &fp32, engine.as_deref())?;
         let swap = crate::deploy::swap_in(deployed, &candidate, &self.state.base_sha256, &mut || {
             crate::faults::kill_point("deploy-swap")

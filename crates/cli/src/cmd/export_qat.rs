@@ -48,7 +48,7 @@ pub(super) fn fine_tune(
         force: true,
         ..request.clone()
     };
-    eprintln!("quantization-aware training, 1 of 3: calibrating the post-training INT8 file");
+    tracing::info!("quantization-aware training, 1 of 3: calibrating the post-training INT8 file");
     if let Exported::Stopped = headroom_export::export(&ptq, terminal)? {
         return Ok(None);
     }
@@ -80,7 +80,7 @@ pub(super) fn fine_tune(
         profile: None,
         prefetch: headroom_plan::Prefetch::Auto,
     };
-    eprintln!(
+    tracing::info!(
         "quantization-aware training, 2 of 3: {} epochs on {} with {} Convs fake-quantized, into {}",
         args.qat_epochs,
         spec.data.display(),
@@ -99,7 +99,13 @@ pub(super) fn fine_tune(
     let last = train_dir.join("last.onnx");
     let bytes = std::fs::read(&last).with_context(|| format!("reading {}", last.display()))?;
     headroom_core::fsio::write_atomic(&tuned, &bytes)?;
-    eprintln!("quantization-aware training, 3 of 3: exporting the fine-tuned {}", tuned.display());
+    // Every export fine-tunes afresh: the run's checkpoints (the model, its average and the
+    // optimiser's moments) are of no further use.
+    let checkpoints = train_dir.join("ckpt");
+    if let Err(e) = std::fs::remove_dir_all(&checkpoints) {
+        tracing::warn!("removing {}: {e}", checkpoints.display());
+    }
+    tracing::info!("quantization-aware training, 3 of 3: exporting the fine-tuned {}", tuned.display());
     let mut request = request.clone();
     request.model = tuned;
     request.out = Some(out);
