@@ -37,6 +37,7 @@ pub mod label_torch;
 pub mod parity;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod qat;
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod renorm;
 #[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
 pub mod run;

@@ -5,7 +5,6 @@ mod device_arg;
 mod doctor;
 mod eval;
 mod export;
-mod export_qat;
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 mod field;
 mod inspect;

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use headroom_export::ExportRequest;
 
-use super::export::{Args, Terminal};
+use super::{Args, Terminal};
 
 /// The request of the export after fine-tuning (its model the fine-tuned FP32 file, its INT8 at
 /// the scales trained with); `None` when a signal stopped it.
@@ -87,7 +87,7 @@ pub(super) fn fine_tune(
         headroom_run::qat::sites(&ptq_file, &headroom_onnx::Model::load(&model)?)?.len(),
         train_dir.display()
     );
-    let mut observer = super::train_progress::TerminalObserver::default();
+    let mut observer = crate::cmd::train_progress::TerminalObserver::default();
     match headroom_run::run::start(&spec, &train_dir, &options, &mut observer)? {
         RunEnd::Finished(_) | RunEnd::AlreadyFinished(_) => {}
         RunEnd::Interrupted => return Ok(None),

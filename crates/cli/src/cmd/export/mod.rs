@@ -15,6 +15,8 @@
 //!
 //! Details in docs/ONNX.md ("FP16 export", "INT8 export", "Writing the files").
 
+mod qat;
+
 use std::cell::RefCell;
 use std::path::PathBuf;
 
@@ -235,7 +237,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let mut request = args.request()?;
     let terminal = Terminal { bar: RefCell::new(None), interrupt: Interrupt::install()? };
     if let Some(data) = &args.qat {
-        match super::export_qat::fine_tune(args, data, &request, &terminal)? {
+        match qat::fine_tune(args, data, &request, &terminal)? {
             Some(tuned) => request = tuned,
             None => {
                 let signal = terminal.interrupt.signal().unwrap_or(libc::SIGINT);
