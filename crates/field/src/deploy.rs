@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use crate::{Context as _, bail, ensure};
 use headroom_core::fsio::Ownership;
 
+use crate::detector::{DetectorFacts, detector};
 use crate::faults::kill_point;
-use crate::inputs::{DetectorFacts, detector};
 use headroom_core::hash::sha256_file;
 
 /// The scratch copy of the deployed model a rollback makes before anything moves (in the state

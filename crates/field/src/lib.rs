@@ -26,6 +26,7 @@ pub mod ask;
 pub mod calendar;
 pub mod deploy;
 pub mod deployment;
+pub mod detector;
 pub mod disk;
 mod error;
 pub mod faults;

@@ -152,13 +152,9 @@ pub fn trains_from(deployed: &Path, work: &Path) -> crate::Result<PathBuf> {
 /// Refuses a served file and its FP32 source that do not describe the same detector (classes and
 /// input size).
 pub fn check_source(served: &Path, source: &Path) -> crate::Result<()> {
-    let facts = |path: &Path| -> crate::Result<(Option<Vec<String>>, [i64; 2])> {
-        let (model, _) = headroom_onnx::Model::load_dequantized(path)?;
-        let inspection = headroom_onnx::inspect::inspect(&model)?;
-        Ok((inspection.names, inspection.inspected_size))
-    };
+    use crate::detector::detector;
     ensure!(
-        facts(served)? == facts(source)?,
+        detector("the served model", served)? == detector("its FP32 model", source)?,
         "{} is not the FP32 model of {}: its classes or input size differ",
         source.display(),
         served.display()
