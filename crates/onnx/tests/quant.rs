@@ -75,6 +75,36 @@ fn every_conv_outside_the_decode_gets_qdq_and_the_decode_stays_float() {
             let scale = g.initializer.iter().find(|t| t.name() == dq.input[1]).expect("scale");
             assert_eq!(scale.dims, vec![weight.dims[0]], "one scale per output channel");
         }
+        // TensorRT's placement rules (its "Q/DQ layer-placement recommendations"), which let it
+        // fuse each pair into the Conv after it with no reformat layer: symmetric int8 (a zero
+        // point of 0, int8), each QuantizeLinear read only by its DequantizeLinear, and each
+        // DequantizeLinear read only by Convs (a residual Add or a Concat reads the float tensor).
+        let readers = |tensor: &str| -> Vec<&headroom_onnx::proto::NodeProto> {
+            g.node.iter().filter(|n| n.input.iter().any(|i| i == tensor)).collect()
+        };
+        for node in
+            g.node.iter().filter(|n| n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear")
+        {
+            let zero = g.initializer.iter().find(|t| t.name() == node.input[2]).expect("zero point");
+            assert_eq!(zero.data_type(), 3, "{}: {} zero point int8", path.display(), node.name());
+            let zeros = zero.int32_data.iter().all(|&v| v == 0) && zero.raw_data().iter().all(|&b| b == 0);
+            assert!(zeros, "{}: {} zero point 0 (symmetric)", path.display(), node.name());
+            let next = readers(&node.output[0]);
+            assert!(!next.is_empty(), "{}: {} is read by nothing", path.display(), node.name());
+            let want = if node.op_type() == "QuantizeLinear" { "DequantizeLinear" } else { "Conv" };
+            for reader in next {
+                assert_eq!(
+                    reader.op_type(),
+                    want,
+                    "{}: {} ({}) is read by {} ({}): TensorRT would insert a reformat",
+                    path.display(),
+                    node.name(),
+                    node.op_type(),
+                    reader.name(),
+                    reader.op_type()
+                );
+            }
+        }
         // The float weights of quantized convs left the file.
         for site in &found.convs {
             assert!(
