@@ -367,7 +367,7 @@ mod with_libraries {
     fn the_gate_in_process_keeps_a_candidate_that_gains_nothing() {
         let scene = scene();
         let session = headroom_infer::provider::SessionOptions { intra_threads: 2, ..Default::default() };
-        let names = headroom_field::inputs::class_names("--model", &scene.deployed).expect("classes");
+        let names = headroom_field::detector::class_names("--model", &scene.deployed).expect("classes");
         let gate = |settings: &GateSettings| {
             headroom_field::gate::evaluate_gate(
                 &scene.deployed,
