@@ -109,13 +109,9 @@ impl Partition {
     /// peak of a checkpointed step is reached recomputing the neck and trunk at stride 8, so keeping
     /// them costs little (measured at 640, batch 2, every layer: −11 % of a pass for +4 MB of peak
     /// with the defaults, +21 MB with a teacher's dense loss; docs/BENCHMARKS.md). When only the head trains, its segments are the whole recomputation and
-    /// only the last one is kept. `HEADROOM_KEEP_HEAD=0` keeps only the last segment whatever trains
-    /// (benchmarks; docs/DECISIONS.md "A checkpointed backward keeps the detect head").
+    /// only the last one is kept (docs/DECISIONS.md "A checkpointed backward keeps the detect head").
     pub fn recomputed(&self) -> usize {
         let n = self.segments.len();
-        if std::env::var_os("HEADROOM_KEEP_HEAD").is_some_and(|v| v == "0") {
-            return n.saturating_sub(1);
-        }
         let head = self.segments.last().and_then(|s| s.module);
         let first_head = self.segments.iter().position(|s| head.is_some() && s.module == head).unwrap_or(n);
         if first_head > 0 && first_head < n { first_head } else { n.saturating_sub(1) }

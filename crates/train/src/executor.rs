@@ -70,8 +70,8 @@ impl Executor {
                 &graph.nodes,
                 &graph.outputs.iter().map(|o| o.name.clone()).collect::<Vec<_>>(),
             ),
-            // `HEADROOM_FUSION=0` runs every node as the file has it (benchmarks; docs/TRAIN.md).
-            fuse: std::env::var_os("HEADROOM_FUSION").is_none_or(|v| v != "0"),
+            // `set_fusion(false)` runs every node as the file has it (tests and benchmarks).
+            fuse: true,
             fake_quant: HashMap::new(),
         })
     }
