@@ -494,7 +494,6 @@ mod with_onnxruntime {
     #[cfg(unix)]
     #[test]
     fn regression_an_export_killed_between_its_renames_is_completed_by_the_next_export() {
-        use std::os::unix::process::ExitStatusExt as _;
         let dir = tempfile::tempdir().expect("tempdir");
         let data = synth(dir.path(), "4", "1");
         let images = data.parent().expect("dir").join("images/train");
@@ -504,7 +503,7 @@ mod with_onnxruntime {
             std::fs::create_dir_all(model.parent().expect("dir")).expect("mkdir");
             std::fs::copy(repo_root().join("models/demo").join(source), model).expect("copy");
         }
-        let export = |model: &std::path::Path, out: &std::path::Path, more: &[&str], env: &[(&str, &str)]| {
+        let export = |model: &std::path::Path, out: &std::path::Path, more: &[&str]| {
             let mut args = vec![
                 "-q",
                 "export",
@@ -520,28 +519,57 @@ mod with_onnxruntime {
                 "1",
             ];
             args.extend(more);
-            headroom_command_env(&args, env)
+            headroom(&args)
         };
         let files = ["m.fp16.onnx", "m.int8.calib", "m.int8.onnx"];
         let (out, reference) = (dir.path().join("out"), dir.path().join("reference"));
-        let clean = export(&b, &reference, &[], &[]);
+        let clean = export(&b, &reference, &[]);
         assert!(clean.status.success(), "{}", stderr(&clean));
-        let first = export(&a, &out, &[], &[]);
+        let first = export(&a, &out, &[]);
         assert!(first.status.success(), "{}", stderr(&first));
         let of_a: Vec<String> = files.iter().map(|f| sha(&out.join(f))).collect();
         let of_b: Vec<String> = files.iter().map(|f| sha(&reference.join(f))).collect();
         assert!(of_a.iter().zip(&of_b).all(|(x, y)| x != y), "A and B differ in every file");
 
-        // B dies after its first rename (the fp16 file): the folder holds a mix for now.
-        let killed = export(&b, &out, &["--force"], &[("HEADROOM_TEST_EXPORT_ABORT_AFTER_RENAMES", "1")]);
-        assert_eq!(killed.status.signal(), Some(libc::SIGABRT), "{}", stderr(&killed));
+        // B dies after its first rename (the fp16 file): the folder holds a mix for now. The
+        // library's export of B, its observer ending it there as a kill would: the unwinding
+        // leaves the journal and the temporaries, as a SIGKILL does.
+        struct KilledAfterFirstRename;
+        impl headroom_export::Observer for KilledAfterFirstRename {
+            fn published(&self, renamed: usize) {
+                if renamed == 1 {
+                    panic!("killed after the first rename");
+                }
+            }
+        }
+        let request = headroom_export::ExportRequest {
+            model: b.clone(),
+            fp16: true,
+            int8: Some(headroom_export::Int8Settings {
+                calib: images.clone(),
+                calib_images: 128,
+                settle: std::time::Duration::ZERO,
+                method: headroom_onnx::quant::Method::Percentile(99.99),
+                sensitivity: None,
+                scales_from: None,
+            }),
+            imgsz: None,
+            trt_version: "10.3.0".parse().expect("a TensorRT version"),
+            engine: None,
+            session: headroom_infer::provider::SessionRequest::cpu(1).options().expect("cpu session"),
+            out: Some(out.clone()),
+            data: None,
+            force: true,
+        };
+        let killed = std::panic::catch_unwind(|| headroom_export::export(&request, &KilledAfterFirstRename));
+        assert!(killed.is_err(), "the export ended at its first rename");
         assert_eq!(sha(&out.join("m.fp16.onnx")), of_b[0], "B's fp16 file renamed");
         assert_eq!(sha(&out.join("m.int8.onnx")), of_a[2], "A's int8 file still there");
         assert!(out.join(".m.export.journal").is_file(), "the journal says what is left to do");
 
         // The next export to that folder, even one that then fails (the files exist, no --force),
         // completes B's publication first.
-        let next = export(&b, &out, &[], &[]);
+        let next = export(&b, &out, &[]);
         assert_eq!(next.status.code(), Some(2), "{}", stderr(&next));
         assert!(stderr(&next).contains("add --force"), "{}", stderr(&next));
         let now: Vec<String> = files.iter().map(|f| sha(&out.join(f))).collect();

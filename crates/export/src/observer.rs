@@ -28,6 +28,9 @@ pub trait Observer {
     fn advanced(&self, _done: u64) {}
     /// The stage ended: `finished` when all of it was done, not when it stopped early.
     fn ended(&self, _finished: bool) {}
+    /// `renamed` files of the publication are in place (1, 2, … up to all of them): a kill between
+    /// two is completed by the next export of that stem to that folder.
+    fn published(&self, _renamed: usize) {}
     /// Whether the export should stop at the next stage or item (nothing is then published).
     fn stop_requested(&self) -> bool {
         false

@@ -11,10 +11,6 @@ use std::path::{Path, PathBuf};
 
 use headroom_core::fsio::{self, FileSet, OutputLock, Recovery};
 
-/// Test hook, for crates/cli/tests/export.rs only, in debug builds only: the process aborts after
-/// this many renames of the publication, as a kill between two renames would leave it.
-const ABORT_AFTER_RENAMES: &str = "HEADROOM_TEST_EXPORT_ABORT_AFTER_RENAMES";
-
 /// The journal of the export of `stem` into `dir`.
 pub(crate) fn journal(dir: &Path, stem: &str) -> PathBuf {
     dir.join(format!(".{stem}.export.journal"))
@@ -59,18 +55,9 @@ pub(crate) fn clean_up(dir: &Path, stem: &str, targets: &[String]) -> crate::Res
     Ok(())
 }
 
-/// Publishes `set` as a whole (see the module's comment).
-pub(crate) fn publish(set: FileSet) -> crate::Result<Vec<PathBuf>> {
-    // Debug builds only (the ones `cargo test` runs): a release build ignores the variable.
-    let abort_after = std::env::var(ABORT_AFTER_RENAMES)
-        .ok()
-        .and_then(|n| n.parse::<usize>().ok())
-        .filter(|_| cfg!(debug_assertions));
-    Ok(set.publish_observed(|renamed| {
-        if Some(renamed) == abort_after {
-            std::process::abort();
-        }
-    })?)
+/// Publishes `set` as a whole (see the module's comment), telling `observer` each rename.
+pub(crate) fn publish(set: FileSet, observer: &dyn crate::observer::Observer) -> crate::Result<Vec<PathBuf>> {
+    Ok(set.publish_observed(|renamed| observer.published(renamed))?)
 }
 
 fn list(paths: &[PathBuf]) -> String {

@@ -59,7 +59,7 @@ pub fn export(request: &ExportRequest, observer: &dyn Observer) -> crate::Result
         return Ok(Exported::Stopped);
     }
     let report = made?;
-    publish::publish(set)?;
+    publish::publish(set, observer)?;
     Ok(Exported::Published(Box::new(report)))
 }
 
