@@ -126,7 +126,16 @@ mod with_onnxruntime {
         let map = |r: &serde_json::Value| r["map50_95"].as_f64().expect("map");
         assert!(map(fp32) > 0.3 && map(fp32) - map(int8) < 0.02, "{files:?}");
         let summary = &json["int8"];
-        assert_eq!(summary["method"], "percentile-99.99");
+        // --method auto (the default): each candidate's INT8 output error against FP32 on
+        // calibration images, and the smallest one's method kept.
+        let errors = summary["method_errors"].as_array().expect("auto's errors");
+        let named: Vec<(&str, f64)> =
+            errors.iter().map(|e| (e[0].as_str().expect("method"), e[1].as_f64().expect("error"))).collect();
+        let names: Vec<&str> = named.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["minmax", "percentile-99.99", "entropy"], "{summary}");
+        assert!(named.iter().all(|(_, e)| e.is_finite() && *e > 0.0), "{summary}");
+        let best = named.iter().min_by(|a, b| a.1.total_cmp(&b.1)).expect("a candidate").0;
+        assert_eq!(summary["method"], best, "{summary}");
         assert_eq!(summary["calibration_images"], 40);
         assert_eq!(summary["quantized_convs"], 63, "every YOLOv8n Conv but DFL's");
         // Fewer than 32 images warn; 40 do not.
@@ -549,7 +558,7 @@ mod with_onnxruntime {
                 calib: images.clone(),
                 calib_images: 128,
                 settle: std::time::Duration::ZERO,
-                method: headroom_onnx::quant::Method::Percentile(99.99),
+                method: headroom_export::Calibration::auto(99.99),
                 sensitivity: None,
                 scales_from: None,
             }),

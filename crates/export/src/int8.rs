@@ -10,13 +10,15 @@ use headroom_onnx::quant::{self, Int8Options, Sites};
 
 use crate::observer::{Observer, Stage};
 use crate::report::{Int8Summary, SensitivityStep};
-use crate::request::{ExportRequest, Int8Settings};
+use crate::request::{Calibration, ExportRequest, Int8Settings};
 use crate::{Context as _, bail, ensure};
 
 /// Fewer calibration images than this get a warning.
 const FEW_IMAGES: usize = 32;
 /// Images the per-Conv error of the sensitivity search is measured on.
 const SENSITIVITY_IMAGES: usize = 8;
+/// Calibration images `--method auto` compares the candidates' outputs on.
+const CHOICE_IMAGES: usize = 32;
 
 /// What the INT8 export made.
 pub(crate) struct Int8Result {
@@ -133,17 +135,19 @@ pub(crate) fn export(
             settings.calib.display()
         );
     }
-    let method = settings.method;
-    // The image's range is known by construction (pixels / 255): clipping it, as a percentile or
-    // the entropy search would (the brightest ~10 % of pixel values on the demo data), only loses.
-    let amax: HashMap<String, f32> = calibration
-        .histograms
-        .iter()
-        .map(|(name, h)| {
-            let m = if *name == sites.input { quant::Method::MinMax } else { method };
-            (name.clone(), h.amax(m))
-        })
-        .collect();
+    let (method, method_errors) = match &settings.method {
+        Calibration::Fixed(method) => (*method, Vec::new()),
+        Calibration::Auto(candidates) => choose_method(
+            model,
+            &sites,
+            &calibration.histograms,
+            &calibration.used,
+            candidates,
+            request,
+            settings.settle,
+        )?,
+    };
+    let amax = ranges(&sites, &calibration.histograms, method);
     if let Some((name, h)) = calibration.histograms.iter().find(|(_, h)| h.non_finite > 0) {
         tracing::warn!("`{name}` took {} NaN or infinite values during calibration", h.non_finite);
     }
@@ -179,6 +183,7 @@ pub(crate) fn export(
     let cache = cache_text(&sites, &amax, &keep, &request.trt_version);
     let summary = Int8Summary {
         method: method.name(),
+        method_errors: method_errors.iter().map(|(m, e)| (m.name(), *e)).collect(),
         calibration_images: calibration.images,
         skipped_images: calibration.skipped.iter().map(ToString::to_string).collect(),
         quantized_convs: report.quantized,
@@ -228,6 +233,90 @@ fn output_error(reference: &[f32], test: &[f32], rows: usize) -> f64 {
         .sum()
 }
 
+/// Each tensor's range by `method` (the image's own by minmax: see [`export`]).
+fn ranges(
+    sites: &Sites,
+    histograms: &HashMap<String, quant::Histogram>,
+    method: quant::Method,
+) -> HashMap<String, f32> {
+    // The image's range is known by construction (pixels / 255): clipping it, as a percentile or
+    // the entropy search would (the brightest ~10 % of pixel values on the demo data), only loses.
+    histograms
+        .iter()
+        .map(|(name, h)| {
+            let m = if *name == sites.input { quant::Method::MinMax } else { method };
+            (name.clone(), h.amax(m))
+        })
+        .collect()
+}
+
+/// An image's input tensor and the FP32 model's raw output on it.
+type Reference = (ndarray::Array4<f32>, (Vec<f32>, Vec<usize>));
+
+/// The inputs and FP32 outputs of `images` (images calibration used, through the same filter: one
+/// changed since is an error, not a skip).
+fn references(
+    fp32: &mut Detector,
+    images: &[PathBuf],
+    settle: std::time::Duration,
+) -> crate::Result<Vec<Reference>> {
+    let mut inputs = Vec::new();
+    for path in images {
+        let image = headroom_core::imageio::usable_image(path, settle)?.image;
+        let geometry = fp32.input_geometry(
+            headroom_core::preprocess::Preprocess::Predict,
+            image.width(),
+            image.height(),
+        );
+        let input = to_nchw(&geometry.apply(&image));
+        let reference = fp32.raw_output(&input)?;
+        inputs.push((input, reference));
+    }
+    Ok(inputs)
+}
+
+/// `--method auto`: the candidate whose INT8 file (every Conv int8) gives outputs closest to the
+/// FP32 model's on up to [`CHOICE_IMAGES`] calibration images, with each candidate's error.
+fn choose_method(
+    model: &headroom_onnx::Model,
+    sites: &Sites,
+    histograms: &HashMap<String, quant::Histogram>,
+    used: &[PathBuf],
+    candidates: &[quant::Method],
+    request: &ExportRequest,
+    settle: std::time::Duration,
+) -> crate::Result<(quant::Method, Vec<(quant::Method, f64)>)> {
+    let mut fp32 = open_detector(&model.path, request)?;
+    let step = used.len().div_ceil(CHOICE_IMAGES).max(1);
+    let images: Vec<PathBuf> = used.iter().step_by(step).cloned().collect();
+    let inputs = references(&mut fp32, &images, settle)?;
+    let mut errors = Vec::new();
+    for &method in candidates {
+        let amax = ranges(sites, histograms, method);
+        let (bytes, _) = quant::to_int8(model, sites, &amax, &Int8Options::default())?;
+        let mut int8 = open_bytes(&bytes, &model.path, request)?;
+        let mut error = 0.0;
+        for (input, (reference, shape)) in &inputs {
+            let (output, _) = int8.raw_output(input)?;
+            error += output_error(reference, &output, shape[1]);
+        }
+        errors.push((method, error / inputs.len().max(1) as f64));
+    }
+    let best = errors
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|e| e.0)
+        .context("--method auto: no candidate")?;
+    let listed: Vec<String> = errors.iter().map(|(m, e)| format!("{} {e:.3}", m.name())).collect();
+    tracing::info!(
+        "--method auto: {} (output error against FP32 on {} calibration images: {})",
+        best.name(),
+        inputs.len(),
+        listed.join(", ")
+    );
+    Ok((best, errors))
+}
+
 /// What the sensitivity search runs with.
 #[derive(Clone, Copy)]
 struct Search<'a> {
@@ -264,20 +353,7 @@ fn sensitivity(
     if baseline - all <= allowed {
         return Ok(HashSet::new());
     }
-    // Inputs and fp32 outputs of a few calibration images.
-    let mut inputs = Vec::new();
-    // Images calibration used, through the same filter (one changed since is an error, not a skip).
-    for path in images.iter().take(SENSITIVITY_IMAGES) {
-        let image = headroom_core::imageio::usable_image(path, settle)?.image;
-        let geometry = fp32.input_geometry(
-            headroom_core::preprocess::Preprocess::Predict,
-            image.width(),
-            image.height(),
-        );
-        let input = to_nchw(&geometry.apply(&image));
-        let reference = fp32.raw_output(&input)?;
-        inputs.push((input, reference));
-    }
+    let inputs = references(&mut fp32, &images[..images.len().min(SENSITIVITY_IMAGES)], settle)?;
     observer.started(Stage::Ranking, sites.convs.len() as u64);
     let mut errors = Vec::new();
     for (i, site) in sites.convs.iter().enumerate() {

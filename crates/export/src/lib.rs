@@ -30,5 +30,5 @@ pub mod run;
 pub use error::{Context, Error, Result};
 pub use observer::{Observer, Silent, Stage};
 pub use report::{EngineRow, ExportReport, FileRow, Int8Summary, SensitivityStep};
-pub use request::{Board, EngineSettings, ExportRequest, Int8Settings};
+pub use request::{Board, Calibration, EngineSettings, ExportRequest, Int8Settings};
 pub use run::{Exported, export};

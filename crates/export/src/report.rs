@@ -41,6 +41,10 @@ pub struct FileRow {
 pub struct Int8Summary {
     /// The calibration method (`percentile-99.99`, …).
     pub method: String,
+    /// `--method auto`: each candidate method and its INT8 file's output error against FP32 on
+    /// calibration images (summed relative error; the smallest was kept). Empty for a fixed method.
+    #[serde(default)]
+    pub method_errors: Vec<(String, f64)>,
     /// Calibration images used.
     pub calibration_images: usize,
     /// Calibration images skipped, each with its file and why.
@@ -109,9 +113,16 @@ impl std::fmt::Display for ExportReport {
             };
             writeln!(
                 f,
-                "int8: {} calibration ({} images{skipped}), {} Convs int8, {} kept float{floats}; cache: {} tensors \
+                "int8: {}{} calibration ({} images{skipped}), {} Convs int8, {} kept float{floats}; cache: {} tensors \
                  for TensorRT {}",
                 s.method,
+                if s.method_errors.is_empty() {
+                    String::new()
+                } else {
+                    let errors: Vec<String> =
+                        s.method_errors.iter().map(|(m, e)| format!("{m} {e:.3}")).collect();
+                    format!(" (auto, output error against FP32: {})", errors.join(", "))
+                },
                 s.calibration_images,
                 s.quantized_convs,
                 s.float_convs.len(),

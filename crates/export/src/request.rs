@@ -47,7 +47,7 @@ pub struct Int8Settings {
     /// Images modified more recently than this are left (a camera may still write them).
     pub settle: Duration,
     /// How each tensor's range is chosen from its histogram.
-    pub method: Method,
+    pub method: Calibration,
     /// Keep the Convs whose INT8 error is largest in float until the mAP50-95 drop on the request's
     /// `data` is at most this many points.
     pub sensitivity: Option<f64>,
@@ -55,6 +55,23 @@ pub struct Int8Settings {
     /// Convs kept float: the INT8 file of a model trained quantization-aware at those scales
     /// (`headroom train --qat`) computes what the training saw.
     pub scales_from: Option<PathBuf>,
+}
+
+/// How the activation ranges are chosen from the calibration histograms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Calibration {
+    /// This method for every tensor.
+    Fixed(Method),
+    /// Each method's INT8 file is run on calibration images, and the one whose outputs are closest
+    /// to the FP32 model's is kept: chosen by measurement, on no label and no val image.
+    Auto(Vec<Method>),
+}
+
+impl Calibration {
+    /// `--method auto`'s candidates: minmax, this percentile, entropy.
+    pub fn auto(percentile: f64) -> Calibration {
+        Calibration::Auto(vec![Method::MinMax, Method::Percentile(percentile), Method::Entropy])
+    }
 }
 
 /// Where and how engines are built.

@@ -20,7 +20,9 @@ mod qat;
 use std::cell::RefCell;
 use std::path::PathBuf;
 
-use headroom_export::{Board, EngineSettings, ExportReport, ExportRequest, Exported, Int8Settings, Stage};
+use headroom_export::{
+    Board, Calibration, EngineSettings, ExportReport, ExportRequest, Exported, Int8Settings, Stage,
+};
 use headroom_infer::provider::SessionOptions;
 use headroom_onnx::quant::Method;
 
@@ -32,6 +34,9 @@ use headroom_plan::DeviceChoice;
 /// Calibration method names on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MethodArg {
+    /// Each of minmax, percentile and entropy is tried, and the one whose INT8 outputs are closest
+    /// to FP32's on calibration images is kept.
+    Auto,
     /// The largest absolute value seen.
     Minmax,
     /// `--percentile` of the absolute values.
@@ -64,11 +69,13 @@ pub struct Args {
     /// Which calibration images are too new to read yet.
     #[command(flatten)]
     pub settle: super::settle_arg::SettleArgs,
-    /// How each tensor's range is chosen from its calibration histogram (percentile by default:
-    /// the most accurate on the benchmarks of docs/BENCHMARKS.md "Export").
-    #[arg(long, value_enum, default_value_t = MethodArg::Percentile)]
+    /// How each tensor's range is chosen from its calibration histogram. auto: the method whose
+    /// INT8 file's outputs are closest to the FP32 model's on calibration images (no labels, no
+    /// val images); percentile lost 0.9 point where minmax lost 0.3 on a retrained student
+    /// (docs/BENCHMARKS.md "Export").
+    #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
     pub method: MethodArg,
-    /// The percentile kept by `--method percentile`.
+    /// The percentile kept by `--method percentile` (and auto's percentile candidate).
     #[arg(long, default_value_t = 99.99, value_parser = percentile_arg)]
     pub percentile: f64,
     /// Keep the Convs whose INT8 error is largest in float until the mAP50-95 drop on --data's val
@@ -160,9 +167,10 @@ impl Args {
                 calib_images: self.calib_images,
                 settle: self.settle.duration(),
                 method: match self.method {
-                    MethodArg::Minmax => Method::MinMax,
-                    MethodArg::Percentile => Method::Percentile(self.percentile),
-                    MethodArg::Entropy => Method::Entropy,
+                    MethodArg::Auto => Calibration::auto(self.percentile),
+                    MethodArg::Minmax => Calibration::Fixed(Method::MinMax),
+                    MethodArg::Percentile => Calibration::Fixed(Method::Percentile(self.percentile)),
+                    MethodArg::Entropy => Calibration::Fixed(Method::Entropy),
                 },
                 sensitivity: self.sensitivity.then_some(self.max_drop),
                 scales_from: None,
