@@ -206,6 +206,11 @@ mod with_onnxruntime {
         assert_eq!(before, after, "the INT8 file keeps the scales it trained with");
         let files = rows(&run.stdout);
         assert_eq!(files[0]["path"].as_str().map(std::path::PathBuf::from), Some(tuned), "{files:?}");
+        // The method auto chose for the post-training file is kept, not chosen again.
+        let summary = &report(&run.stdout)["int8"];
+        assert!(summary["method_errors"].as_array().is_some_and(Vec::is_empty), "{summary}");
+        let method = summary["method"].as_str().expect("method");
+        assert!(["minmax", "percentile-99.99", "entropy"].contains(&method), "{summary}");
         // Without --int8 it is refused by the flags; with a missing data.yaml, by name.
         let alone = headroom(&["export", "--model", s(&model), "--fp16", "--qat", s(&data)]);
         assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));

@@ -24,7 +24,7 @@ pub(super) fn fine_tune(
     terminal: &Terminal,
 ) -> anyhow::Result<Option<ExportRequest>> {
     use anyhow::Context as _;
-    use headroom_export::Exported;
+    use headroom_export::{Calibration, Exported};
     use headroom_run::request::RunRequest;
     use headroom_run::run::{RunEnd, RunOptions};
 
@@ -49,9 +49,13 @@ pub(super) fn fine_tune(
         ..request.clone()
     };
     tracing::info!("quantization-aware training, 1 of 3: calibrating the post-training INT8 file");
-    if let Exported::Stopped = headroom_export::export(&ptq, terminal)? {
-        return Ok(None);
-    }
+    let ptq_report = match headroom_export::export(&ptq, terminal)? {
+        Exported::Stopped => return Ok(None),
+        Exported::Published(report) => report,
+    };
+    // The method `auto` chose for the post-training file is the one the final file keeps (its
+    // Convs' scales come from that file anyway): no second choice on the fine-tuned weights.
+    let chosen = ptq_report.int8.as_ref().map(|s| s.method.clone()).unwrap_or_default();
     let ptq_file = ptq_dir.join(format!("{stem}.int8.onnx"));
     // 2. The fine-tuning: every layer, fake-quantized, distilled from the FP32 model.
     let train_dir = work.join("train");
@@ -111,6 +115,11 @@ pub(super) fn fine_tune(
     request.out = Some(out);
     if let Some(int8) = request.int8.as_mut() {
         int8.scales_from = Some(ptq_file);
+        if let Calibration::Auto(candidates) = &int8.method
+            && let Some(method) = candidates.iter().find(|m| m.name() == chosen)
+        {
+            int8.method = Calibration::Fixed(*method);
+        }
     }
     Ok(Some(request))
 }
