@@ -572,13 +572,12 @@ fi
 
 # --- plan, and its estimate against the measured peak ------------------------------------------
 # tegra_board: the --board of `plan` on a Tegra: `auto` when the board has a model
-# (/proc/device-tree/model, or HEADROOM_BOARD_MODEL as headroom reads it), so headroom picks the
+# (/proc/device-tree/model, which headroom reads), so headroom picks the
 # preset by model and MemTotal; without one (a container that hides /proc/device-tree) the Orin
 # preset of configs/devices.toml whose memory is nearest to MemTotal (the smaller on a tie).
 tegra_board() {
   local model=""
-  if [ -n "${HEADROOM_BOARD_MODEL+set}" ]; then model=$HEADROOM_BOARD_MODEL
-  elif [ -r /proc/device-tree/model ]; then model=$(tr -d '\0' < /proc/device-tree/model || true); fi
+  if [ -r /proc/device-tree/model ]; then model=$(tr -d '\0' < /proc/device-tree/model || true); fi
   if [ -n "${model//[[:space:]]/}" ]; then echo auto; return 0; fi
   awk -v mib="${gpu_mib:-0}" 'BEGIN {
     n = split("orin-nano-4:4 orin-nano-8:8 orin-nx-16:16 orin-agx-32:32 orin-agx-64:64", presets, " ")

@@ -120,9 +120,7 @@ mod with_libraries {
         })
         .expect("the scene's inputs pass");
         let work = work_dir(None, &inputs.deployed, Some(&inputs.images)).expect("the state folder");
-        let devices = headroom_plan::load_all(None).expect("the built-in boards");
-        let (model, memory) = headroom_plan::read_board();
-        let board = headroom_plan::detect(&devices, model.as_deref(), memory).expect("this machine").preset;
+        let board = headroom_plan::System::host().detect(None).expect("this machine").preset;
         // The scene's `always` preset: 1 head-only epoch, a gate that deploys any candidate.
         let gate = GateSettings {
             min_gain: -100.0,

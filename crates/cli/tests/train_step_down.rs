@@ -157,9 +157,9 @@ mod with_libraries {
              reserve_gib = 1.5\nruntime_mib = 145.0\nmodels = [\"Acme Vision\"]\n",
         )
         .expect("write");
-        let train = |name: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let train = |name: &str, extra: &[&str]| {
             let mut command = headroom_command();
-            command.env("HEADROOM_SYSTEM_DEVICES", dir.path().join("none.toml")).args([
+            command.args([
                 "train",
                 "--model",
                 s(&model),
@@ -179,12 +179,9 @@ mod with_libraries {
                 "400MiB",
             ]);
             command.args(extra);
-            for (k, v) in env {
-                command.env(k, v);
-            }
             command.output().expect("headroom runs")
         };
-        let run = train("board", &["--board", "myboard", "--devices", s(&devices)], &[]);
+        let run = train("board", &["--board", "myboard", "--devices", s(&devices)]);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success() && stderr.contains("--plan auto on myboard"), "{stderr}");
         let config = std::fs::read_to_string(project.join("board/config.toml")).expect("config");
@@ -194,19 +191,14 @@ mod with_libraries {
         let board = project.join("board");
         let run = headroom(&["train", "--resume", s(&board), "--epochs", "2", "--threads", "2"]);
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-        let mem = ((7.4 * f64::from(1u32 << 30)) as u64).to_string();
-        let run = train(
-            "auto",
-            &["--board", "auto"],
-            &[
-                ("HEADROOM_BOARD_MODEL", "NVIDIA Jetson Orin Nano Developer Kit"),
-                ("HEADROOM_MEM_TOTAL", &mem),
-            ],
-        );
+        // `--board auto` on this machine: the board the plan library detects here.
+        let found = headroom_plan::System::host().detect(None).expect("this machine's board");
+        let run = train("auto", &["--board", "auto"]);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success(), "{stderr}");
         assert!(
-            stderr.contains("with 7.4 GiB: orin-nano-8") && stderr.contains("--plan auto on orin-nano-8"),
+            stderr.contains(&found.reason)
+                && stderr.contains(&format!("--plan auto on {}", found.preset.name)),
             "{stderr}"
         );
     }

@@ -121,13 +121,13 @@ impl EngineSettings {
     /// The board name of engine files and sidecars, and its preset when one of that name exists:
     /// a name as given; `auto` the preset this board matches, else `jetson`.
     pub fn board(&self) -> (String, Option<headroom_plan::DevicePreset>) {
-        let devices = headroom_plan::load_all(self.devices.as_deref()).unwrap_or_default();
+        let system = headroom_plan::System::host();
         if let Board::Named(name) = &self.board {
+            let devices = system.load_all(self.devices.as_deref()).unwrap_or_default();
             let preset = headroom_plan::find_device(&devices, name).ok().cloned();
             return (name.clone(), preset);
         }
-        let (model, mem) = headroom_plan::read_board();
-        match headroom_plan::detect(&devices, model.as_deref(), mem) {
+        match system.detect(self.devices.as_deref()) {
             Ok(found) if found.known => (found.preset.name.clone(), Some(found.preset)),
             _ => ("jetson".into(), None),
         }

@@ -34,7 +34,7 @@ pub fn export(request: &ExportRequest, observer: &dyn Observer) -> crate::Result
     if let Some(engine) = &request.engine {
         tracing::info!("engines for the board `{}` (--board {})", engine.board().0, engine.board);
         if let Some(load) = &engine.devices {
-            headroom_plan::load_all(Some(load))?;
+            headroom_plan::System::host().load_all(Some(load))?;
         }
     }
     let dir = &outputs.dir;

@@ -127,7 +127,7 @@ mod tests {
             },
             preset_name,
             preset,
-            board: headroom_plan::load_all(None).expect("the built-in boards").remove(0),
+            board: headroom_plan::builtin_devices().expect("the built-in boards").remove(0),
             device: DeviceChoice::Cpu,
             reserve: "600MiB".into(),
             epochs: None,
@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn labelling_is_capped_for_the_board_unless_told() {
         let nano =
-            headroom_plan::load_all(None).expect("boards").into_iter().find(|b| b.name == "orin-nano-4");
+            headroom_plan::builtin_devices().expect("boards").into_iter().find(|b| b.name == "orin-nano-4");
         let board = FieldAsk { board: nano.expect("the orin-nano-4 board"), ..ask("field-accurate") };
         let bytes = (board.board.memory_gib * f64::from(1u32 << 30)) as u64;
         let (_, steps) = board.settings().expect("settings");

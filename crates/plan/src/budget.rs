@@ -73,18 +73,18 @@ pub fn budget(
 }
 
 /// [`budget`] for training on `runs_on`; `--budget auto` with `--board` naming (`named`) a board
-/// this machine is not ([`crate::other_machine`], with the `--devices` file) warns that the plan is
+/// this machine (`system`) is not ([`crate::System::other_machine`], with the `--devices` file) warns that the plan is
 /// for this machine.
 pub fn budget_on(
     (budget_text, reserve): (Option<&str>, &str),
     board: &DevicePreset,
     runs_on: crate::RunsOn,
-    (named, devices): (Option<&str>, Option<&std::path::Path>),
+    (named, devices, system): (Option<&str>, Option<&std::path::Path>, &crate::System),
 ) -> Result<Budget, Error> {
     let found = budget(budget_text, reserve, board, runs_on.pool())?;
     if budget_text == Some("auto")
         && named.is_some_and(|b| b != "auto")
-        && let Some(this) = crate::other_machine(board, devices)
+        && let Some(this) = system.other_machine(board, devices)
     {
         let free = found.bytes + parse_size(reserve).unwrap_or(0);
         tracing::warn!(
@@ -149,7 +149,7 @@ mod tests {
     use super::*;
 
     fn board(unified: bool) -> DevicePreset {
-        let devices = crate::devices::load_all(None).expect("built-in boards");
+        let devices = crate::devices::builtin_devices().expect("built-in boards");
         let name = if unified { "orin-nano-8" } else { "x86-cpu" };
         crate::devices::find_device(&devices, name).expect("preset").clone()
     }

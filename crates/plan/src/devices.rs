@@ -136,19 +136,101 @@ pub fn find_device<'a>(devices: &'a [DevicePreset], name: &str) -> Result<&'a De
 /// The system-wide device file, read after the built-ins when it exists.
 pub const SYSTEM_DEVICES: &str = "/etc/headroom/devices.toml";
 
-/// Environment variable that moves [`SYSTEM_DEVICES`] (tests).
-pub const SYSTEM_DEVICES_ENV: &str = "HEADROOM_SYSTEM_DEVICES";
-
-/// The presets to choose from: the built-ins, then [`SYSTEM_DEVICES`] (or the file named by
-/// `HEADROOM_SYSTEM_DEVICES`) when it exists, then `user_file` (`--devices FILE`, which must exist).
-/// A later preset with the same name replaces the earlier one in place; new names are added.
-pub fn load_all(user_file: Option<&Path>) -> Result<Vec<DevicePreset>, Error> {
-    let system = std::env::var_os(SYSTEM_DEVICES_ENV)
-        .map_or_else(|| std::path::PathBuf::from(SYSTEM_DEVICES), std::path::PathBuf::from);
-    load_from(&system, user_file)
+/// Where this machine's facts are read: the board model (`/proc/device-tree/model`), MemTotal
+/// (`/proc/meminfo`) and the system-wide device file ([`SYSTEM_DEVICES`]). [`System::host`] is
+/// this machine; a test gives files of its own (another board, no system file) instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct System {
+    /// The board model's file (a Jetson's device tree).
+    pub model: std::path::PathBuf,
+    /// The kernel's memory figures (`MemTotal:` in kB).
+    pub meminfo: std::path::PathBuf,
+    /// The system-wide device file, read after the built-ins when it exists.
+    pub devices: std::path::PathBuf,
 }
 
-/// [`load_all`] with the system file's path given.
+impl System {
+    /// This machine.
+    pub fn host() -> System {
+        System {
+            model: "/proc/device-tree/model".into(),
+            meminfo: "/proc/meminfo".into(),
+            devices: SYSTEM_DEVICES.into(),
+        }
+    }
+
+    /// The presets to choose from: the built-ins, then the system device file when it exists, then
+    /// `user_file` (`--devices FILE`, which must exist). A later preset with the same name replaces
+    /// the earlier one in place; new names are added.
+    pub fn load_all(&self, user_file: Option<&Path>) -> Result<Vec<DevicePreset>, Error> {
+        load_from(&self.devices, user_file)
+    }
+
+    /// The board model (NULs and blanks trimmed) and MemTotal in bytes, each `None` when
+    /// unreadable.
+    pub fn read_board(&self) -> (Option<String>, Option<u64>) {
+        let model = std::fs::read(&self.model).ok().and_then(|bytes| {
+            let text = String::from_utf8_lossy(&bytes);
+            let t = text.trim_matches(|c: char| c == '\0' || c.is_whitespace());
+            (!t.is_empty()).then(|| t.to_string())
+        });
+        let mem = std::fs::read_to_string(&self.meminfo).ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+                .map(|kb| kb * 1024)
+        });
+        (model, mem)
+    }
+
+    /// [`detect`] on this system's presets and board facts.
+    pub fn detect(&self, user_file: Option<&Path>) -> Result<Detected, Error> {
+        let devices = self.load_all(user_file)?;
+        let (model, mem) = self.read_board();
+        detect(&devices, model.as_deref(), mem)
+    }
+
+    /// The preset `--board NAME|auto` names, from the built-ins, the system device file and
+    /// `devices_file` (`--devices`). `auto` detects the board ([`detect`]), logging why, with a
+    /// warning when no preset knows it.
+    pub fn resolve_board(&self, name: &str, devices_file: Option<&Path>) -> Result<DevicePreset, Error> {
+        if name != "auto" {
+            let devices = self.load_all(devices_file)?;
+            return find_device(&devices, name)
+                .cloned()
+                .map_err(|e| Error::Setup { reason: format!("--board {name}: {e}") });
+        }
+        let found = self.detect(devices_file)?;
+        if found.known {
+            tracing::info!("--board auto: {}", found.reason);
+        } else {
+            tracing::warn!("--board auto: {}", found.reason);
+        }
+        Ok(found.preset)
+    }
+
+    /// Whether this machine is the board `preset` (detected as `--board auto` would), and what it
+    /// is otherwise, for the warning of `--budget auto`: `None` when it is, or when neither can be
+    /// told (a preset without board `models`, such as x86-cpu, on a machine no preset knows).
+    pub fn other_machine(&self, preset: &DevicePreset, devices_file: Option<&Path>) -> Option<String> {
+        let devices = self.load_all(devices_file).ok()?;
+        let (model, mem) = self.read_board();
+        let found = detect(&devices, model.as_deref(), mem).ok();
+        match found {
+            Some(found) if found.known && found.preset.name == preset.name => None,
+            Some(found) if found.known => {
+                Some(format!("{} ({})", found.preset.description, found.preset.name))
+            }
+            _ if preset.models.is_empty() => None,
+            _ => Some(match model {
+                Some(model) => format!("board `{model}`"),
+                None => "a machine without a board model".to_string(),
+            }),
+        }
+    }
+}
+
+/// The built-ins, then `system` when it exists, then `user_file`.
 fn load_from(system: &Path, user_file: Option<&Path>) -> Result<Vec<DevicePreset>, Error> {
     let mut devices = builtin_devices()?;
     if system.exists() {
@@ -271,76 +353,6 @@ pub fn detect(
     Ok(Detected { preset, known: false, reason })
 }
 
-/// Environment variable that replaces `/proc/device-tree/model` (tests; empty: no model).
-pub const BOARD_MODEL_ENV: &str = "HEADROOM_BOARD_MODEL";
-
-/// Environment variable that replaces MemTotal, in bytes (tests).
-pub const MEM_TOTAL_ENV: &str = "HEADROOM_MEM_TOTAL";
-
-/// This machine's board model (`/proc/device-tree/model`, NULs and blanks trimmed) and MemTotal
-/// in bytes (`/proc/meminfo`), each `None` when unreadable. `HEADROOM_BOARD_MODEL` (empty: none)
-/// and `HEADROOM_MEM_TOTAL` (bytes) replace them when set.
-pub fn read_board() -> (Option<String>, Option<u64>) {
-    let trim = |text: &str| {
-        let t = text.trim_matches(|c: char| c == '\0' || c.is_whitespace());
-        (!t.is_empty()).then(|| t.to_string())
-    };
-    let model = match std::env::var(BOARD_MODEL_ENV) {
-        Ok(text) => trim(&text),
-        Err(_) => std::fs::read("/proc/device-tree/model")
-            .ok()
-            .and_then(|bytes| trim(&String::from_utf8_lossy(&bytes))),
-    };
-    let mem = match std::env::var(MEM_TOTAL_ENV) {
-        Ok(text) => text.trim().parse::<u64>().ok(),
-        Err(_) => std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-                .map(|kb| kb * 1024)
-        }),
-    };
-    (model, mem)
-}
-
-/// The preset `--board NAME|auto` names, from the built-ins, /etc/headroom/devices.toml and
-/// `devices_file` (`--devices`). `auto` detects the board ([`detect`]), logging why, with a
-/// warning when no preset knows it.
-pub fn resolve_board(name: &str, devices_file: Option<&Path>) -> Result<DevicePreset, Error> {
-    let devices = load_all(devices_file)?;
-    if name != "auto" {
-        return find_device(&devices, name)
-            .cloned()
-            .map_err(|e| Error::Setup { reason: format!("--board {name}: {e}") });
-    }
-    let (model, mem) = read_board();
-    let found = detect(&devices, model.as_deref(), mem)?;
-    if found.known {
-        tracing::info!("--board auto: {}", found.reason);
-    } else {
-        tracing::warn!("--board auto: {}", found.reason);
-    }
-    Ok(found.preset)
-}
-
-/// Whether this machine is the board `preset` (detected as `--board auto` would), and what it is
-/// otherwise, for the warning of `--budget auto`: `None` when it is, or when neither can be told
-/// (a preset without board `models`, such as x86-cpu, on a machine no preset knows).
-pub fn other_machine(preset: &DevicePreset, devices_file: Option<&Path>) -> Option<String> {
-    let devices = load_all(devices_file).ok()?;
-    let (model, mem) = read_board();
-    let found = detect(&devices, model.as_deref(), mem).ok();
-    match found {
-        Some(found) if found.known && found.preset.name == preset.name => None,
-        Some(found) if found.known => Some(format!("{} ({})", found.preset.description, found.preset.name)),
-        _ if preset.models.is_empty() => None,
-        _ => Some(match model {
-            Some(model) => format!("board `{model}`"),
-            None => "a machine without a board model".to_string(),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,6 +460,71 @@ mod tests {
         let path = std::env::temp_dir().join(format!("headroom-plan-{}-{name}", std::process::id()));
         std::fs::write(&path, text).expect("write a temporary device file");
         path
+    }
+
+    /// A machine of files: this board model (`None`: no device tree), this MemTotal in bytes
+    /// (`None`: no meminfo) and this system device file (`None`: none).
+    fn machine(tag: &str, model: Option<&str>, mem: Option<u64>, devices: Option<&str>) -> System {
+        let file = |name: &str, text: Option<String>| match text {
+            Some(text) => temp_file(&format!("{tag}-{name}"), &text),
+            None => std::env::temp_dir().join(format!("headroom-plan-{tag}-no-{name}")),
+        };
+        System {
+            model: file("model", model.map(|m| format!("{m}\0"))),
+            meminfo: file(
+                "meminfo",
+                mem.map(|b| format!("MemTotal:       {} kB\nMemFree: 1 kB\n", b / 1024)),
+            ),
+            devices: file("devices.toml", devices.map(String::from)),
+        }
+    }
+
+    const ACME: &str = "[[device]]\nname='myboard'\ndescription='Acme Vision carrier, 6 GB'\nmemory_gib=6.0\n\
+        reserve_gib=1.5\nruntime_mib=145.0\nmodels=['Acme Vision']\n";
+
+    #[test]
+    fn a_system_of_files_is_the_board_auto_resolves() {
+        let nano = machine("nano", Some("NVIDIA Jetson Orin Nano Developer Kit"), gib(7.4), None);
+        assert_eq!(
+            nano.read_board(),
+            (Some("NVIDIA Jetson Orin Nano Developer Kit".into()), gib(7.4).map(|b| b / 1024 * 1024))
+        );
+        assert_eq!(nano.resolve_board("auto", None).expect("detected").name, "orin-nano-8");
+        assert_eq!(nano.resolve_board("orin-nano-4", None).expect("named").name, "orin-nano-4");
+        // A board of the system device file, found by its model string; a user file does the same.
+        let acme =
+            machine("acme", Some("Acme Vision 2 (Jetson Orin Nano module)"), Some(6_000_000_000), Some(ACME));
+        assert_eq!(acme.resolve_board("auto", None).expect("detected").name, "myboard");
+        assert_eq!(acme.resolve_board("myboard", None).expect("named").name, "myboard");
+        let bare =
+            machine("bare", Some("Acme Vision 2 (Jetson Orin Nano module)"), Some(6_000_000_000), None);
+        let err = bare.resolve_board("myboard", None).expect_err("not in the built-ins").to_string();
+        assert!(err.contains("--board myboard") && err.contains("orin-agx-64"), "{err}");
+        let user = temp_file("acme-user.toml", ACME);
+        assert_eq!(bare.resolve_board("auto", Some(&user)).expect("detected").name, "myboard");
+        // No device tree (x86): a preset from the measured memory, no GPU; nothing: an error.
+        let x86 = machine("x86", None, Some(8 << 30), None);
+        let measured = x86.resolve_board("auto", None).expect("measured");
+        assert_eq!((measured.name.as_str(), measured.gpu), ("measured", false));
+        assert_eq!(measured.budget_bytes(), 7 << 30);
+        let nothing = machine("nothing", None, None, None);
+        let err = nothing.resolve_board("auto", None).expect_err("nothing readable").to_string();
+        assert!(err.contains("give --board NAME"), "{err}");
+    }
+
+    #[test]
+    fn other_machine_names_the_machine_a_named_board_is_not() {
+        let devices = builtin_devices().expect("builtin presets are valid");
+        let nano4 = find_device(&devices, "orin-nano-4").expect("preset").clone();
+        let on_board = machine("on", Some("NVIDIA Jetson Orin Nano Developer Kit"), gib(3.6), None);
+        assert_eq!(on_board.other_machine(&nano4, None), None);
+        let bigger = machine("big", Some("NVIDIA Jetson Orin Nano Developer Kit"), gib(7.4), None);
+        let other = bigger.other_machine(&nano4, None).expect("another board");
+        assert!(other.contains("orin-nano-8"), "{other}");
+        let x86 = machine("x86b", None, Some(8 << 30), None);
+        assert_eq!(x86.other_machine(&nano4, None).as_deref(), Some("a machine without a board model"));
+        let cpu = find_device(&devices, "x86-cpu").expect("preset").clone();
+        assert_eq!(x86.other_machine(&cpu, None), None, "x86-cpu names no board model");
     }
 
     #[test]

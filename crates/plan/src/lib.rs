@@ -28,8 +28,8 @@ pub mod size;
 pub use budget::{Budget, Pool, budget, budget_on, check_sizes};
 pub use choice::{DeviceChoice, Optimizer, PlanMode, Prefetch, RunsOn, TrunkRuntime};
 pub use devices::{
-    BUILTIN_DEVICES, Detected, DevicePreset, builtin_devices, detect, find_device, load_all, load_devices,
-    other_machine, parse_devices, read_board, resolve_board,
+    BUILTIN_DEVICES, Detected, DevicePreset, SYSTEM_DEVICES, System, builtin_devices, detect, find_device,
+    load_devices, parse_devices,
 };
 pub use ladder::{Candidate, MAX_MEASURED_BATCH, Plan, Risk, Rung, larger_batches, plan, step_down};
 pub use memory::{Components, Estimate, Planner, Setup, TeacherCost};

@@ -69,9 +69,9 @@ pub fn resolve_saved(
     let preset = match saved {
         Some(preset) => preset.clone(),
         None if text == "auto" => {
-            let devices = headroom_plan::builtin_devices()?;
-            let (model, mem) = headroom_plan::read_board();
-            let found = headroom_plan::detect(&devices, model.as_deref(), mem)?;
+            let system = headroom_plan::System::host();
+            let (model, mem) = system.read_board();
+            let found = headroom_plan::detect(&headroom_plan::builtin_devices()?, model.as_deref(), mem)?;
             tracing::info!("--device auto: {}", found.reason);
             found.preset
         }

@@ -244,7 +244,8 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
     use crate::spec::{BatchTiming, PlanChoice};
 
     if spec.device_preset.is_none() {
-        spec.device_preset = Some(headroom_plan::resolve_board("auto", ask.devices.as_deref())?);
+        spec.device_preset =
+            Some(headroom_plan::System::host().resolve_board("auto", ask.devices.as_deref())?);
     }
     let cuda = crate::device::cuda_available();
     let (torch, preset) =
@@ -267,7 +268,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
         (ask.budget.as_deref(), &ask.reserve),
         &preset,
         runs_on,
-        (ask.board.as_deref(), ask.devices.as_deref()),
+        (ask.board.as_deref(), ask.devices.as_deref(), &headroom_plan::System::host()),
     )?;
     let mut planner = Planner::new(&model, &inspection, preset.runtime_bytes_on(gpu));
     if !preset.unified && gpu {

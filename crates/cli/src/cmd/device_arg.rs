@@ -1,6 +1,6 @@
 //! The two words every verb shares: `--device` says where the work runs (`cpu`, `cuda`, `cuda:N`,
 //! `auto`: `headroom_plan::DeviceChoice`), `--board` names the memory preset of the board the work
-//! is for (configs/devices.toml, plus `--devices FILE`: `headroom_plan::resolve_board`). A board
+//! is for (configs/devices.toml, plus `--devices FILE`: `headroom_plan::System::resolve_board`). A board
 //! name given to `--device` (the old vocabulary) is refused in one line naming `--board`.
 
 use std::path::PathBuf;

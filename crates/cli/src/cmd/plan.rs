@@ -110,10 +110,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     headroom_run::inputs::refuse_fp16(&args.model, &model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
-    let device = headroom_plan::resolve_board(
-        args.board.board.as_deref().unwrap_or("auto"),
-        args.board.devices.as_deref(),
-    )?;
+    let device = headroom_plan::System::host()
+        .resolve_board(args.board.board.as_deref().unwrap_or("auto"), args.board.devices.as_deref())?;
     let runs_on = args.device.planned_on(&device);
     let budget = budget(&args.plan, &device, runs_on, &args.board)?;
     let mut start = Setup::start(&inspection, trainable, args.imgsz, args.batch)?;
@@ -189,7 +187,7 @@ pub fn budget(
     device: RunsOn,
     given: &BoardArgs,
 ) -> anyhow::Result<Budget> {
-    let named = (given.board.as_deref(), given.devices.as_deref());
+    let named = (given.board.as_deref(), given.devices.as_deref(), &headroom_plan::System::host());
     Ok(headroom_plan::budget_on((args.budget.as_deref(), &args.reserve), board, device, named)?)
 }
 

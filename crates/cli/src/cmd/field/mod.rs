@@ -350,7 +350,7 @@ fn night(args: &RunArgs, left: &mut Left) -> anyhow::Result<Outcome> {
         old: args.old.as_deref(),
     })?;
     let (preset_name, preset) = headroom_field::preset::load(&args.preset)?;
-    let device = headroom_plan::resolve_board(&args.board, args.devices.as_deref())?;
+    let device = headroom_plan::System::host().resolve_board(&args.board, args.devices.as_deref())?;
     // Every setting the steps would refuse, refused now: before any work, with its cause.
     preflight::check(args, &inputs, &preset_name, &preset, &device)?;
     let work = work_dir(args.work.as_deref(), &inputs.deployed, Some(&inputs.images))?;
