@@ -12,7 +12,7 @@ use std::path::Path;
 
 use image::ImageFormat;
 
-use crate::imageio::read_header;
+use crate::imageio::header::read_header;
 use crate::{Error, ImageProblem, Result};
 
 /// What [`verify_bytes`] learned about an image that passed.
