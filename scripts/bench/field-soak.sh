@@ -2,8 +2,9 @@
 # The field loop, night after night (issue 32): NIGHTS runs of `headroom field run` on the demo
 # models, each night with new camera images (`field` scenes, a new seed) and now and then:
 #   - bad files among them: a 0-byte JPEG (a camera still writing), a truncated JPEG, a 1x1 PNG;
-#   - a SIGKILL at a random step (HEADROOM_FIELD_KILL_AT: a debug build's hook, the default binary
-#     here; a release build ignores it), then the night's rerun;
+#   - a SIGKILL at a random step (HEADROOM_FIELD_KILL_AT, read by the faulty binary beside the one
+#     under test: crates/cli/examples/faulty.rs, the same verbs with kill points), then the night's
+#     rerun by the binary under test;
 #   - a damaged state: run/state.json, labelled/manifest.json or labelled/field-sources.json cut short;
 # and on a fixed schedule (issue 50; night % 6): 2 a quiet night (no new image: it must end 0 saying
 # "nothing new", the deployed model untouched), 3 the camera folder moved to a new path (the flags
@@ -16,7 +17,8 @@
 #
 # Usage: scripts/bench/field-soak.sh [WORK_DIR]
 # Env: SOAK_NIGHTS (30), SOAK_IMAGES (12 new images a night), SOAK_MAX_IMAGES (60),
-#      SOAK_KEEP_RUNS (3), SOAK_SEED (1), HEADROOM (the binary; default the dev build).
+#      SOAK_KEEP_RUNS (3), SOAK_SEED (1), HEADROOM (the binary; default the dev build),
+#      HEADROOM_FAULTY (the binary with kill points; default the dev build's examples/faulty).
 # shellcheck source=../lib/errtrap.sh
 source "$(dirname "$0")/../lib/errtrap.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,6 +28,8 @@ source "$root/.deps/env.sh"
 target=${CARGO_TARGET_DIR:-$root/target}
 bin=${HEADROOM:-$target/debug/headroom}
 [ -x "$bin" ] || { echo "field-soak.sh: no headroom binary at $bin (cargo build -p headroom-cli, or set HEADROOM)" >&2; exit 2; }
+faulty=${HEADROOM_FAULTY:-$target/debug/examples/faulty}
+[ -x "$faulty" ] || { echo "field-soak.sh: no faulty binary at $faulty (cargo build -p headroom-cli --example faulty, or set HEADROOM_FAULTY)" >&2; exit 2; }
 nights=${SOAK_NIGHTS:-30} per_night=${SOAK_IMAGES:-12} max_images=${SOAK_MAX_IMAGES:-60}
 keep_runs=${SOAK_KEEP_RUNS:-3}
 RANDOM=${SOAK_SEED:-1}
@@ -55,7 +59,7 @@ set_args() {
 }
 set_args
 state=$work/app/.headroom-field/model.onnx
-points=(label:mid plan train:mid export:mid eval deploy deploy-swap)
+points=(label:mid train train:mid export:mid eval deploy deploy-swap)
 kills=0 damages=0 bad_files=0 reruns=0 deploys=0 max_bytes=0 total_seconds=0
 quiet=0 moved=0 deleted=0 superseded=0
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -107,7 +111,7 @@ for night in $(seq 1 "$nights"); do
   if [ "$event" = "-" ] && (( RANDOM % 3 == 0 )); then
     kill_at=${points[$((RANDOM % ${#points[@]}))]}
     code=0
-    HEADROOM_FIELD_KILL_AT=$kill_at "$bin" -q "${args[@]}" > "$work/night-$night.kill.log" 2>&1 || code=$?
+    HEADROOM_FIELD_KILL_AT=$kill_at "$faulty" -q "${args[@]}" > "$work/night-$night.kill.log" 2>&1 || code=$?
     codes="$code "
     kills=$((kills + 1))
     # Whatever the moment, the deployed file is a whole detector.

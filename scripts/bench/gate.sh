@@ -38,8 +38,8 @@ synth old base 2 64 48
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo
-echo "| preset | decision (decided by) | holdout mAP50-95 candidate / deployed | gain interval (points) | old scenes | label | plan | train | export | gate | whole run |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| preset | decision (decided by) | holdout mAP50-95 candidate / deployed | gain interval (points) | old scenes | label | train | export | gate | whole run |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for preset in field-quick field-accurate; do
   app="$work/app-$preset"
   rm -rf "$app" && mkdir -p "$app" && cp "$model" "$app/model.onnx"
@@ -56,7 +56,7 @@ s = json.load(open(sys.argv[1])); t = s["step_seconds"]
 old = s["old_scenes"]
 print(f"| {sys.argv[2]} | {s['decision']} ({s['decided_by']}) | {s['map50_95']['candidate']:.3f} / {s['map50_95']['deployed_before']:.3f} "
       f"| {100*s['gain_interval'][0]:+.1f} .. {100*s['gain_interval'][1]:+.1f} | {old['candidate']:.3f} / {old['deployed']:.3f} "
-      + "".join(f"| {t.get(k, 0):.0f} s " for k in ["label", "plan", "train", "export", "eval"]) + f"| {sys.argv[3]} s |")
+      + "".join(f"| {t.get(k, 0):.0f} s " for k in ["label", "train", "export", "eval"]) + f"| {sys.argv[3]} s |")
 PY
   cp "$app/.headroom-field/model.onnx/run/train/best.onnx" "$work/candidate-$preset.onnx"
 done

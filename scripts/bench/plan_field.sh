@@ -2,9 +2,10 @@
 # The memory planner against the field loop's measured training peak on scenarios it was never tuned
 # on (issue 50 item 6): `headroom field run` with its defaults (the field-accurate preset, planned
 # for this board, the teacher on every batch) on camera-sized JPEG frames, then on the same camera
-# with two 8192² PNG frames among them. For each: the plan step's estimate (plan.json), training's
-# own estimate of the run it made (train/results.json `planner.estimate_mb`) and the measured peak
-# (`peak_mb`), with the error of each.
+# with two 8192² PNG frames among them. For each: the estimate of the configuration the plan chose
+# (summary.json `plan.estimate`, training's `--plan auto`), training's own estimate of the run it
+# made (train/results.json `planner.estimate_mb`) and the measured peak (`peak_mb`), with the error
+# of each. (Before issue 51 the loop planned in a step of its own, whose plan.json was read here.)
 #
 #   scripts/bench/plan_field.sh [WORK_DIR] [EPOCHS]
 #
@@ -28,7 +29,7 @@ rm -rf "$work" && mkdir -p "$work"
 "$bin" -q synth --preset field --seed 74 --train 2 --val 1 --size 8192x8192 --out "$work/large" >/dev/null
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| scenario | plan step's estimate | training's estimate | measured peak | error (plan step) | error (training) |"
+echo "| scenario | the plan's estimate | training's estimate | measured peak | error (plan) | error (training) |"
 echo "|---|---|---|---|---|---|"
 night() {
   local name=$1 images=$2
@@ -43,8 +44,7 @@ night() {
   python3 - "$name" "$run" <<'PY'
 import json, sys
 name, run = sys.argv[1], sys.argv[2]
-plan = json.load(open(f"{run}/plan.json"))["plan"]
-chosen = plan["candidates"][plan["chosen"]]["estimate"]["peak"] / 2**20
+chosen = json.load(open(f"{run}/summary.json"))["plan"]["estimate"] / 2**20
 results = json.load(open(f"{run}/train/results.json"))
 peak, estimate = results["peak_mb"], results["planner"]["estimate_mb"]
 err = lambda e: f"{(e - peak) / peak * 100:+.1f} %"

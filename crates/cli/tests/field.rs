@@ -31,7 +31,7 @@ mod with_libraries {
         std::fs::set_permissions(&trtexec, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .expect("chmod");
         let with_trtexec = ("TRTEXEC", s(&trtexec));
-        for point in ["label:mid", "plan", "train:mid", "export:mid", "eval", "deploy", "deploy-swap"] {
+        for point in ["label:mid", "train", "train:mid", "export:mid", "eval", "deploy", "deploy-swap"] {
             let out = run(&args, &[("HEADROOM_FIELD_KILL_AT", point), with_trtexec]);
             assert_eq!(out.status.signal(), Some(9), "killed at {point}: {}", text(&out));
             assert!(text(&out).contains(&format!("HEADROOM_FIELD_KILL_AT={point}")), "{}", text(&out));
@@ -83,7 +83,7 @@ mod with_libraries {
             serde_json::from_str(&std::fs::read_to_string(work.join("run/summary.json")).expect("summary"))
                 .expect("summary json");
         assert_eq!(summary["decision"], "deployed", "{summary}");
-        for step in ["label", "plan", "train", "export", "eval", "deploy"] {
+        for step in ["label", "train", "export", "eval", "deploy"] {
             assert!(summary["step_seconds"][step].is_number(), "{step} timed: {summary}");
         }
         // Engines built through the trtexec that $TRTEXEC named (issue 33: not only one on PATH).
@@ -310,7 +310,7 @@ mod with_libraries {
         assert!(!work(&scene).exists(), "nothing written before the checks passed");
         // A run left with other flags is not continued: set aside whole, and a new run goes on.
         let epochs = [base.clone(), vec!["--epochs".into(), "2".into()]].concat();
-        let out = run(&epochs, &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        let out = run(&epochs, &[("HEADROOM_FIELD_KILL_AT", "train")]);
         assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
         let out = run(&base, &[]);
         assert!(out.status.success(), "{}", text(&out));

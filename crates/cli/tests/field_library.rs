@@ -15,10 +15,12 @@ mod with_libraries {
     use headroom_field::gate::GateSettings;
     use headroom_field::inputs::{Given, check_inputs, work_dir};
     use headroom_field::report::Decision;
+    use headroom_field::request::StepRequest;
     use headroom_field::runner::{ChildCall, ChildRunner, Ended, StepRunner};
     use headroom_field::served::Precision;
     use headroom_field::state::{RunSettings, RunState};
     use headroom_field::step::Step;
+    use headroom_run::job::TrainRun;
 
     use crate::common::field::{Scene, scene, sha};
     use crate::common::repo_root;
@@ -34,12 +36,13 @@ mod with_libraries {
     struct KillingRunner {
         inner: ChildRunner,
         at: Option<At>,
-        /// A step whose child is made to fail (its arguments broken), every time.
+        /// A step whose child is made to fail (its request names a file that does not exist),
+        /// every time.
         failing: Option<Step>,
         /// Before this step starts, another updater moves its model over the deployed path
         /// (`mv THEIRS DEPLOYED`), as a service's own update does.
         updater: Option<(Step, PathBuf, PathBuf)>,
-        /// Before this step starts, the camera rewrites this image in place with these bytes.
+        /// Once this step's work is done, the camera rewrites this image in place with these bytes.
         rewrite: Option<(Step, PathBuf, Vec<u8>)>,
         /// The label children run.
         label_calls: usize,
@@ -66,7 +69,13 @@ mod with_libraries {
             self.label_calls += usize::from(call.step == Step::Label);
             if self.failing == Some(call.step) {
                 let mut broken = call.clone();
-                broken.args.push("--no-such-flag".into());
+                match &mut broken.request {
+                    StepRequest::Train(job) => {
+                        job.run = TrainRun::Resume { dir: "/no/such/run".into(), request: Default::default() }
+                    }
+                    StepRequest::Export(job) => job.export.model = "/no/such/model.onnx".into(),
+                    StepRequest::Label(job) => job.teacher = "/no/such/teacher.onnx".into(),
+                }
                 return self.inner.run_child(&broken);
             }
             self.inner.run_child(call)
@@ -80,15 +89,15 @@ mod with_libraries {
             if let Some((_, theirs, deployed)) = self.updater.as_ref().filter(|(at, ..)| *at == step) {
                 std::fs::rename(theirs, deployed).expect("the other updater's mv");
             }
-            if let Some((_, image, bytes)) = self.rewrite.as_ref().filter(|(at, ..)| *at == step) {
-                std::fs::write(image, bytes).expect("the camera rewrites its file in place");
-            }
             if self.at == Some(At::Before(step)) {
                 std::panic::panic_any(KILLED);
             }
         }
 
         fn finishing(&mut self, step: Step) {
+            if let Some((_, image, bytes)) = self.rewrite.as_ref().filter(|(at, ..)| *at == step) {
+                std::fs::write(image, bytes).expect("the camera rewrites its file in place");
+            }
             if self.at == Some(At::After(step)) {
                 std::panic::panic_any(KILLED);
             }
@@ -139,22 +148,23 @@ mod with_libraries {
             board: board.name.clone(),
             runs_on: "cpu".into(),
             reserve: "0".into(),
-            overrides: Vec::new(),
+            overrides: headroom_run::request::RunRequest::default(),
             model: inputs.deployed.clone(),
             deploy: Some(deploy),
         };
         let steps = StepSettings {
             preset_name: settings.preset.clone(),
             gate,
-            distill: false,
-            augment: None,
-            train_part: headroom_onnx::Trainable::Head,
             plan: headroom_plan::PlanMode::Auto,
-            train_flags: ["--epochs", "1", "--train", "head"].map(String::from).to_vec(),
-            runs_on: "cpu".into(),
+            train: headroom_run::request::RunRequest {
+                epochs: Some(1),
+                part: Some(headroom_onnx::Trainable::Head),
+                ..Default::default()
+            },
+            device: headroom_plan::DeviceChoice::Cpu,
             board: board.name.clone(),
             reserve: "0".into(),
-            ep: None,
+            providers: None,
             threads: 2,
             max_images: 5000,
             max_pixels: headroom_core::imageio::MAX_PIXELS,
@@ -256,29 +266,32 @@ mod with_libraries {
     fn a_step_failing_twice_alike_in_process_sets_the_run_aside_and_the_next_start_is_fresh() {
         let scene = scene();
         let night = night(&scene);
-        let failing = |runner: &mut KillingRunner| runner.failing = Some(Step::Plan);
+        let failing = |runner: &mut KillingRunner| runner.failing = Some(Step::Label);
         let mut runner = KillingRunner::new(None);
         failing(&mut runner);
         let first = start(&night, &mut runner).expect("no kill");
-        let err = first.expect_err("plan fails").chain();
-        assert!(err.contains("step plan failed (start 1 of 2"), "{err}");
+        let err = first.expect_err("label fails").chain();
+        assert!(err.contains("step label failed (start 1 of 2"), "{err}");
         let failure = state(&night.work).failure.expect("the failure is recorded");
-        assert_eq!((failure.step, failure.tries), (Step::Plan, 1));
-        assert!(failure.error.contains("--no-such-flag"), "in the child's words: {failure:?}");
+        assert_eq!((failure.step, failure.tries), (Step::Label, 1));
+        assert!(
+            failure.error.contains("opening the teacher /no/such/teacher.onnx"),
+            "in the child's words: {failure:?}"
+        );
         let second = start(&night, &mut runner).expect("no kill");
-        let err = second.expect_err("plan fails again").chain();
-        assert!(err.contains("step plan failed 2 starts in a row"), "{err}");
+        let err = second.expect_err("label fails again").chain();
+        assert!(err.contains("step label failed 2 starts in a row"), "{err}");
         assert!(!night.work.join("run").exists(), "the run is set aside");
         let history: Vec<String> = std::fs::read_dir(night.work.join("history"))
             .expect("history")
             .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
             .collect();
         assert!(history.len() == 1 && history[0].ends_with("-failed"), "{history:?}");
-        // The next start begins a fresh run, which gets past the plan.
+        // The next start begins a fresh run, which gets past the label step.
         let ended = start(&night, &mut KillingRunner::new(Some(At::Before(Step::Train))));
         assert!(ended.is_none(), "stopped before train");
         let fresh = state(&night.work);
-        assert_eq!(fresh.done, vec![Step::Label, Step::Plan]);
+        assert_eq!(fresh.done, vec![Step::Label]);
         assert!(fresh.failure.is_none());
         assert_eq!(sha(&night.deployed), scene.original);
     }
@@ -323,7 +336,7 @@ mod with_libraries {
         frames.sort();
         let other = std::fs::read(&frames[1]).expect("another frame's bytes");
         let mut runner = KillingRunner::new(None);
-        runner.rewrite = Some((Step::Plan, frames[0].clone(), other.clone()));
+        runner.rewrite = Some((Step::Label, frames[0].clone(), other.clone()));
         let outcome = start(&night, &mut runner).expect("no kill").expect("the night ends");
         assert!(matches!(outcome, Outcome::Finished(_)), "{outcome:?}");
         assert_eq!(runner.label_calls, 2, "labelled once, then again for the rewritten frame");

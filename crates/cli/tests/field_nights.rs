@@ -280,7 +280,7 @@ mod with_libraries {
         std::fs::write(&checkpoint, &bytes[..bytes.len() / 2]).expect("truncate");
         std::fs::remove_file(run_dir.join("train/results.json")).expect("results.json");
         let mut run_state = state(&run_dir);
-        run_state["done"] = serde_json::json!(["label", "plan"]);
+        run_state["done"] = serde_json::json!(["label"]);
         std::fs::write(run_dir.join("state.json"), run_state.to_string()).expect("state");
         let out = run(&args, &[]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -302,7 +302,7 @@ mod with_libraries {
         std::fs::copy(demo_model(), &b).expect("copy");
         let a_args = field_args(&scene, &scene.always);
         let b_args = with(&a_args, "--model", s(&b));
-        let out = run(&a_args, &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        let out = run(&a_args, &[("HEADROOM_FIELD_KILL_AT", "train")]);
         assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
         let out = run(&b_args, &[]);
         assert!(out.status.success(), "{}", text(&out));
@@ -325,9 +325,9 @@ mod with_libraries {
         // again: the FP32 source of its deployed FP16 file is in its own state folder.)
         std::fs::copy(demo_model(), &b).expect("copy");
         let shared = scene.root.join("shared");
-        let out = run(&with(&a_args, "--work", s(&shared)), &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        let out = run(&with(&a_args, "--work", s(&shared)), &[("HEADROOM_FIELD_KILL_AT", "train")]);
         assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
-        let out = run(&with(&b_args, "--work", s(&shared)), &[("HEADROOM_FIELD_KILL_AT", "plan")]);
+        let out = run(&with(&b_args, "--work", s(&shared)), &[("HEADROOM_FIELD_KILL_AT", "train")]);
         assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
         assert!(text(&out).contains(&format!("is for {}", s(&scene.deployed))), "{}", text(&out));
         let history = names(&shared.join("history"));

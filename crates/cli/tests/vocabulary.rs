@@ -13,9 +13,13 @@ use std::process::Output;
 
 use common::{demo_model, headroom, headroom_command, output_text, repo_root, s, synth_field};
 
-/// `headroom ARGS` with these variables.
+/// `headroom ARGS` with these variables (a kill point among them: the faulty binary).
 fn headroom_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = headroom_command();
+    let mut command = if env.iter().any(|(k, _)| *k == common::KILL_AT) {
+        common::faulty_command()
+    } else {
+        headroom_command()
+    };
     command.args(args);
     for (k, v) in env {
         command.env(k, v);
@@ -299,7 +303,7 @@ mod with_libraries {
                 .expect("json");
         assert_eq!(results["planner"]["device"], "orin-nano-4", "{results}");
         // The field loop hands --device and --board to its children and keeps both in its state;
-        // killed before training, after label and plan ran.
+        // killed in training, once its request is written.
         let teacher = repo_root().join("models/demo/teacher-shapes-160.onnx");
         let deployed = dir.path().join("app/model.onnx");
         std::fs::create_dir_all(dir.path().join("app")).expect("mkdir");
@@ -325,30 +329,39 @@ mod with_libraries {
                 "--board",
                 "orin-nx-8",
             ],
-            &[("HEADROOM_FIELD_KILL_AT", "train"), ("PATH", "")],
+            &[("HEADROOM_FIELD_KILL_AT", "train:mid"), ("PATH", "")],
         );
         let text = output_text(&run);
-        assert!(text.contains("HEADROOM_FIELD_KILL_AT=train"), "{text}");
-        let plan_line =
-            text.lines().find(|l| l.contains("plan: headroom plan")).expect("the plan step's line");
-        assert!(plan_line.contains("--device cpu --board orin-nx-8 --devices"), "{plan_line}");
-        let label_line =
-            text.lines().find(|l| l.contains("label: headroom label")).expect("the label step's line");
-        assert!(label_line.contains("--device cpu"), "{label_line}");
+        assert!(text.contains("HEADROOM_FIELD_KILL_AT=train:mid"), "{text}");
+        let label: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                dir.path().join("app/.headroom-field/model.onnx/run/label.request.json"),
+            )
+            .expect("the label step's request"),
+        )
+        .expect("json");
+        assert_eq!(label["step"]["label"]["session"]["device"], "cpu", "{label}");
         let state = std::fs::read_to_string(dir.path().join("app/.headroom-field/model.onnx/run/state.json"))
             .expect("state");
         let state: serde_json::Value = serde_json::from_str(&state).expect("json");
         assert_eq!(state["settings"]["board"], "orin-nx-8");
         assert_eq!(state["settings"]["runs_on"], "cpu");
-        let plan: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join("app/.headroom-field/model.onnx/run/plan.json"))
-                .expect("plan.json"),
+        let request: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                dir.path().join("app/.headroom-field/model.onnx/run/train.request.json"),
+            )
+            .expect("the training's request"),
         )
         .expect("json");
+        let request = &request["step"]["train"]["run"]["new"]["request"];
         assert_eq!(
-            (plan["board"]["name"].as_str(), plan["device"].as_str()),
+            (request["board"]["name"].as_str(), request["device"].as_str()),
             (Some("orin-nx-8"), Some("cpu"))
         );
+        let config =
+            std::fs::read_to_string(dir.path().join("app/.headroom-field/model.onnx/run/train/config.toml"))
+                .expect("the training's settings");
+        assert!(config.contains("device = \"cpu\"") && config.contains("name = \"orin-nx-8\""), "{config}");
     }
 }
 

@@ -13,7 +13,8 @@
 //! Each file is measured against the FP32 one (size, ONNX Runtime time per image, mAP50-95 on a val
 //! split when given). The files of one export appear together or not at all (a journal; a stopped one is completed or removed by the next).
 //!
-//! - [`request`]: what to make ([`ExportRequest`]); [`run`]: making it ([`export`]);
+//! - [`request`]: what to make ([`ExportRequest`]); [`job`]: one `headroom export` as a value
+//!   ([`ExportJob`], the flags' or the field loop's); [`run`]: making it ([`export`]);
 //!   [`report`]: what was made ([`ExportReport`], `headroom export --json`);
 //!   [`observer`]: progress and stop requests.
 
@@ -21,6 +22,7 @@ mod engine;
 mod error;
 #[cfg(feature = "onnxruntime")]
 mod int8;
+pub mod job;
 pub mod observer;
 mod publish;
 pub mod report;
@@ -28,6 +30,7 @@ pub mod request;
 pub mod run;
 
 pub use error::{Context, Error, Result};
+pub use job::{ExportJob, QatSettings};
 pub use observer::{Observer, Silent, Stage};
 pub use report::{EngineRow, ExportReport, FileRow, Int8Summary, SensitivityStep};
 pub use request::{Board, Calibration, EngineSettings, ExportRequest, Int8Settings};

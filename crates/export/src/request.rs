@@ -8,12 +8,15 @@ use std::time::Duration;
 use headroom_infer::provider::SessionOptions;
 use headroom_onnx::quant::Method;
 use headroom_trt::TrtVersion;
+use serde::{Deserialize, Serialize};
 
 /// Calibration images above this count are refused (`--calib-images`).
 pub const MAX_CALIB_IMAGES: usize = 100_000;
 
-/// One export: which files, from which model, measured how.
-#[derive(Debug, Clone)]
+/// One export: which files, from which model, measured how. Serialized (the field loop's export
+/// step, [`crate::job::ExportJob`]) without its sessions, which the process that exports resolves.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExportRequest {
     /// The FP32 detector to export (an Ultralytics export, or a `headroom train` result).
     pub model: PathBuf,
@@ -28,6 +31,7 @@ pub struct ExportRequest {
     /// Build TensorRT engines of the exported files.
     pub engine: Option<EngineSettings>,
     /// Where ONNX Runtime calibrates and measures (the CPU, or the CUDA provider on one GPU).
+    #[serde(skip)]
     pub session: SessionOptions,
     /// Output folder [default: the model's folder].
     pub out: Option<PathBuf>,
@@ -38,7 +42,8 @@ pub struct ExportRequest {
 }
 
 /// How the INT8 file is calibrated.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Int8Settings {
     /// A folder of images (searched recursively) or a data.yaml (its train split).
     pub calib: PathBuf,
@@ -58,7 +63,8 @@ pub struct Int8Settings {
 }
 
 /// How the activation ranges are chosen from the calibration histograms.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Calibration {
     /// This method for every tensor.
     Fixed(Method),
@@ -75,7 +81,8 @@ impl Calibration {
 }
 
 /// Where and how engines are built.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EngineSettings {
     /// The board the engines are for (engine names, sidecars, the workspace bound).
     pub board: Board,
@@ -87,8 +94,9 @@ pub struct EngineSettings {
     pub workspace: Option<u64>,
 }
 
-/// The board engines are built for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The board engines are built for; serialized as its text (`auto`, or the name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum Board {
     /// The preset this board matches, else `jetson`.
     Auto,
@@ -105,6 +113,20 @@ impl FromStr for Board {
             "auto" => Ok(Board::Auto),
             name => Ok(Board::Named(name.to_string())),
         }
+    }
+}
+
+impl From<Board> for String {
+    fn from(board: Board) -> String {
+        board.to_string()
+    }
+}
+
+impl TryFrom<String> for Board {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        text.parse()
     }
 }
 

@@ -74,25 +74,19 @@ impl FieldAsk {
             board: self.board.name.clone(),
             runs_on: self.device.to_string(),
             reserve: self.reserve.clone(),
-            overrides: preset::train_flags(&overrides),
+            overrides,
             model: inputs.deployed.clone(),
             deploy: Some(self.deploy),
         };
         let steps = StepSettings {
             preset_name: self.preset_name.clone(),
             gate: self.preset.gate.clone(),
-            distill: self.preset.distill,
-            augment: self.preset.augment,
-            train_part: request.part.unwrap_or(headroom_run::request::DEFAULT_PART),
             plan: self.preset.plan.unwrap_or(headroom_plan::PlanMode::Auto),
-            train_flags: preset::train_flags(&request),
-            runs_on: self.device.to_string(),
+            train: request,
+            device: self.device,
             board: self.board.name.clone(),
             reserve: self.reserve.clone(),
-            ep: self
-                .providers
-                .as_ref()
-                .map(|list| list.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")),
+            providers: self.providers.clone(),
             threads: self.threads,
             max_images: self.max_images.or(self.preset.max_images).unwrap_or(preset::DEFAULT_MAX_IMAGES),
             max_pixels: self.max_pixels.unwrap_or_else(|| {
@@ -165,6 +159,5 @@ mod tests {
         let (run, steps) = off.settings().expect("settings");
         assert_eq!(steps.plan, PlanMode::Off);
         assert!(run.preset_toml.contains("plan = \"off\""), "the state records it: {}", run.preset_toml);
-        assert!(!steps.train_flags.iter().any(|f| f == "--plan"), "passed once, by the train step");
     }
 }

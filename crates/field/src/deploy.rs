@@ -13,7 +13,6 @@ use crate::{Context as _, bail, ensure};
 use headroom_core::fsio::Ownership;
 
 use crate::detector::{DetectorFacts, detector};
-use crate::faults::kill_point;
 use headroom_core::hash::sha256_file;
 
 /// The scratch copy of the deployed model a rollback makes before anything moves (in the state
@@ -200,7 +199,9 @@ pub fn swap_in(
 /// `headroom field rollback`: the previous model back in place, and the one rolled back from kept
 /// as `.prev` (so a second rollback undoes the first). `.prev` must be a detector with the deployed
 /// model's classes and input size; with no deployed file, `.prev` is put in its place (and kept).
-pub fn rollback(deployed: &Path, scratch: &Path) -> crate::Result<String> {
+/// `at("rollback-swap")` is called once the previous model is in place and before the rolled-back
+/// one is kept as `.prev`, where a kill leaves the most to finish (a test stands in a kill there).
+pub fn rollback(deployed: &Path, scratch: &Path, at: &mut dyn FnMut(&str)) -> crate::Result<String> {
     let previous = previous_path(deployed);
     ensure!(
         previous.is_file(),
@@ -231,7 +232,7 @@ pub fn rollback(deployed: &Path, scratch: &Path) -> crate::Result<String> {
     }
     let before = sha256_file(&current)?;
     copy_atomic(&previous, deployed).context("putting the previous model back")?;
-    kill_point("rollback-swap");
+    at("rollback-swap");
     copy_atomic(&current, &previous).context("keeping the rolled-back model")?;
     std::fs::remove_file(&current).with_context(|| format!("removing {}", current.display()))?;
     tracing::info!("rolled back {}: was sha256 {before}", deployed.display());

@@ -1,5 +1,5 @@
 //! The field loop's disk, bounded: `history/` keeps the newest `keep_runs` runs, each pruned to what
-//! a person reads afterwards (its summary, report, gate, plan and the trained `best.onnx`; the
+//! a person reads afterwards (its summary, report, gate, training settings and the trained `best.onnx`; the
 //! newest also keeps its exports), and a run checks the free space before training.
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
-//! One field run, step by step: label → plan → train → export ([`StepRunner`] runs each as a
-//! `headroom` verb) → eval (the gate, in this process) → deploy only when the gate passed → the
+//! One field run, step by step: label → train (planned for the board) → export ([`StepRunner`]
+//! runs each as a `headroom` verb) → eval (the gate, in this process) → deploy only when the gate passed → the
 //! summary and report. Each step marks itself done in `<work>/run/state.json`; a rerun after a kill
 //! at any moment continues from the first step not done. A step that fails is retried by the next
 //! start; the [`crate::state::MAX_TRIES`]th failure in a row with the same error sets the run aside.
@@ -27,26 +27,21 @@ pub struct StepSettings {
     pub preset_name: String,
     /// The gate's settings.
     pub gate: GateSettings,
-    /// Whether training distils from the teacher (the plan counts it).
-    pub distill: bool,
-    /// The preset's `augment` (`Some(false)`: the plan may count the feature cache).
-    pub augment: Option<bool>,
-    /// What trains (`--train`, else the preset's, else train's default).
-    pub train_part: headroom_onnx::Trainable,
-    /// Whether the child `headroom train` plans for the board (`--plan`): the preset's `plan`, else
-    /// `auto`.
+    /// Whether the training plans for the board: the preset's `plan`, else `auto`.
     pub plan: headroom_plan::PlanMode,
-    /// The flags of a fresh `headroom train` beyond the loop's own: the command line's overrides,
-    /// then the preset's.
-    pub train_flags: Vec<String>,
-    /// Where the steps run (`--device`: cpu, cuda, cuda:N, auto).
-    pub runs_on: String,
+    /// What a fresh training is asked beyond the loop's own settings (the model, data, replay,
+    /// board, device and plan, which [`FieldRun`] adds): the command line's overrides, then the
+    /// preset's.
+    pub train: headroom_run::request::RunRequest,
+    /// Where the steps run (`--device`).
+    pub device: headroom_plan::DeviceChoice,
     /// The board preset planned for, written in `<run>/device.toml`.
     pub board: String,
     /// Memory left to the running service (`--reserve`).
     pub reserve: String,
-    /// Execution providers of labelling (`tensorrt,cuda,cpu`), if given.
-    pub ep: Option<String>,
+    /// Execution providers of labelling, in order (`--ep`), if given: a provider that does not
+    /// register is skipped.
+    pub providers: Option<Vec<headroom_infer::provider::ExecutionProvider>>,
     /// Threads of every step (0: the libraries' defaults).
     pub threads: usize,
     /// The labelled set's bound.
@@ -121,7 +116,7 @@ impl FieldRun {
         runner: &mut dyn StepRunner,
         session: &headroom_infer::provider::SessionOptions,
     ) -> crate::Result<Outcome> {
-        for step in [Step::Label, Step::Plan, Step::Train, Step::Export] {
+        for step in [Step::Label, Step::Train, Step::Export] {
             if step == Step::Train && !self.state.is_done(Step::Train) {
                 // A camera that reuses its file names may have rewritten a labelled frame since the
                 // label step: those are labelled again first, never trained with the old labels.
@@ -192,8 +187,8 @@ impl FieldRun {
                 .with_context(|| format!("reading {}", gate_file.display()))?,
         )
         .with_context(|| format!("{}: not a gate report", gate_file.display()))?;
-        self.step(Step::Deploy, runner, |run, _| {
-            run.deploy(&gate, settings.deploy, &inputs.deployed)?;
+        self.step(Step::Deploy, runner, |run, runner| {
+            run.deploy(&gate, settings.deploy, &inputs.deployed, runner)?;
             Ok(Ended::Done)
         })?;
         let summary = crate::report::finish(
@@ -292,7 +287,6 @@ impl FieldRun {
                 let force = crate::sources::sync(&s.inputs.images, &self.labelled(), &s.inputs.teacher)?;
                 self.label_call(s, force)
             }
-            Step::Plan => self.plan_call(s),
             Step::Train => self.train_call(s)?,
             Step::Export => self.export_call(s),
             Step::Eval | Step::Deploy => unreachable!("{step} runs in this process"),
@@ -331,166 +325,226 @@ impl FieldRun {
     /// `headroom export` of the serving model's FP32 source at the precision of `file`, as the
     /// export step exports the candidate (the same calibration images), without engines.
     fn export_serving_call(&self, s: &StepSettings, file: &Path) -> ChildCall {
-        let dir = self.run.join("export-serving");
-        let mut a = vec!["export".into(), "--model".into(), path(&state::source_model(&self.run))];
-        a.extend(s.deploy.export_flag().map(String::from));
-        if s.deploy == Precision::Int8 {
-            a.extend(["--calib".into(), path(&s.inputs.images)]);
-            a.extend(settle());
-        }
-        a.extend(["--out".into(), path(&dir), "--force".into(), "--json".into()]);
-        a.extend(["--threads".into(), s.threads.to_string()]);
+        let export = self.export_request(
+            s,
+            state::source_model(&self.run),
+            (s.deploy == Precision::Fp16, s.deploy == Precision::Int8),
+            self.run.join("export-serving"),
+        );
+        let job = headroom_export::ExportJob {
+            export,
+            // `headroom export`'s own default: times comparable from board to board.
+            device: headroom_plan::DeviceChoice::Cpu,
+            threads: s.threads,
+            qat: None,
+            json: true,
+        };
         ChildCall {
             step: Step::Eval,
-            args: a,
+            request: crate::request::StepRequest::Export(Box::new(job)),
+            request_file: self.run.join("export-serving.request.json"),
             stdout_to: self.run.join("export-serving.json"),
             evidence: file.to_path_buf(),
         }
     }
 
-    /// `--device`, the board and its file, as every child that plans or picks a device gets them.
-    fn board_flags(&self, s: &StepSettings) -> Vec<String> {
-        let device_file = self.run.join("device.toml");
-        vec![
-            "--device".into(),
-            s.runs_on.clone(),
-            "--board".into(),
-            s.board.clone(),
-            "--devices".into(),
-            path(&device_file),
-        ]
+    /// The export of `model` into `out` at these precisions (FP16, INT8), as the export step makes
+    /// them: INT8 calibrated on the night's images by `export`'s own defaults (a frame written
+    /// moments ago left for the next run, as labelling leaves it), the files replaced.
+    fn export_request(
+        &self,
+        s: &StepSettings,
+        model: PathBuf,
+        (fp16, int8): (bool, bool),
+        out: PathBuf,
+    ) -> headroom_export::ExportRequest {
+        use headroom_export::job::{DEFAULT_CALIB_IMAGES, DEFAULT_PERCENTILE, DEFAULT_TRT_VERSION};
+        headroom_export::ExportRequest {
+            model,
+            fp16,
+            int8: int8.then(|| headroom_export::Int8Settings {
+                calib: s.inputs.images.clone(),
+                calib_images: DEFAULT_CALIB_IMAGES,
+                settle: headroom_core::imageio::SETTLE_TIME,
+                method: headroom_export::Calibration::auto(DEFAULT_PERCENTILE),
+                sensitivity: None,
+                scales_from: None,
+            }),
+            imgsz: None,
+            trt_version: DEFAULT_TRT_VERSION,
+            engine: None,
+            session: Default::default(),
+            out: Some(out),
+            data: None,
+            force: true,
+        }
     }
 
     fn label_call(&self, s: &StepSettings, force: bool) -> ChildCall {
+        use headroom_infer::label::job::{DEFAULT_BATCH, LabelJob, TeacherRuntime};
         let labelled = self.labelled();
-        let mut a = vec!["label".into(), "--teacher".into(), path(&s.inputs.teacher), "--images".into()];
-        a.extend([path(&s.inputs.images), "--out".into(), path(&labelled), "--json".into()]);
-        a.extend([
-            "--threads".into(),
-            s.threads.to_string(),
-            "--max-images".into(),
-            s.max_images.to_string(),
-            "--max-pixels".into(),
-            s.max_pixels.to_string(),
-        ]);
-        a.extend(settle());
-        // The labelled set keeps its own pixels: a camera that deletes, renames or replaces its
-        // files, or a folder that moves, leaves what was labelled as it was labelled.
-        a.push("--hardlink-images".into());
-        // The gate's data never becomes training data, whatever its name or folder.
-        for data in std::iter::once(&s.inputs.holdout).chain(s.inputs.old.as_ref()) {
-            a.extend(["--exclude-like".into(), path(data)]);
-        }
-        a.extend(["--device".into(), s.runs_on.clone()]);
-        if let Some(ep) = &s.ep {
-            a.extend(["--ep".into(), ep.clone(), "--ep-fallback".into()]);
-        }
-        if force {
-            a.push("--force".into());
-        }
+        let job = LabelJob {
+            teacher: s.inputs.teacher.clone(),
+            images: s.inputs.images.clone(),
+            out: labelled.clone(),
+            decode: headroom_infer::decode::DecodeOptions::predict(),
+            class_map: None,
+            min_box: 0.0,
+            top_k: 0,
+            workers: None,
+            batch: DEFAULT_BATCH,
+            streams: None,
+            // The labelled set keeps its own pixels: a camera that deletes, renames or replaces its
+            // files, or a folder that moves, leaves what was labelled as it was labelled.
+            images_as: headroom_infer::label::output::Placement::Hardlink,
+            // The gate's data never becomes training data, whatever its name or folder.
+            exclude_like: std::iter::once(&s.inputs.holdout).chain(s.inputs.old.as_ref()).cloned().collect(),
+            max_images: Some(s.max_images),
+            force,
+            val_fraction: None,
+            seed: None,
+            // The camera may be writing into `--images` while the run reads it: a frame modified
+            // moments ago is left for the next run (export's calibration leaves it by the same rule).
+            settle: headroom_core::imageio::SETTLE_TIME,
+            max_pixels: Some(s.max_pixels),
+            runtime: TeacherRuntime::Auto,
+            session: headroom_infer::provider::SessionRequest {
+                device: s.device,
+                providers: s.providers.clone(),
+                fallback: s.providers.is_some(),
+                threads: s.threads,
+                tensorrt: Default::default(),
+            },
+            json: true,
+        };
         ChildCall {
             step: Step::Label,
-            args: a,
+            request: crate::request::StepRequest::Label(Box::new(job)),
+            request_file: self.run.join("label.request.json"),
             stdout_to: self.run.join("label.json"),
             evidence: labelled.join("labels"),
         }
     }
 
-    fn plan_call(&self, s: &StepSettings) -> ChildCall {
-        let mut a = vec!["plan".into(), "--model".into(), path(&state::source_model(&self.run))];
-        a.extend(self.board_flags(s));
-        // As train's --plan auto, which chooses checkpointing itself: from off; and with what the
-        // preset's run holds (the teacher) or rules out (the cache, if it augments).
-        a.push("--no-checkpoint".into());
-        if s.augment == Some(false) {
-            a.push("--no-augment".into());
-        }
-        if s.distill {
-            a.extend(["--teacher".into(), path(&s.inputs.teacher)]);
-        }
-        // Its largest frame counts, as in train's own plan.
-        a.extend(["--data".into(), path(&self.labelled().join("data.yaml"))]);
-        a.extend([
-            "--reserve".into(),
-            s.reserve.clone(),
-            "--train".into(),
-            s.train_part.to_string(),
-            "--json".into(),
-        ]);
-        let plan = self.run.join("plan.json");
-        ChildCall { step: Step::Plan, args: a, stdout_to: plan.clone(), evidence: plan }
-    }
-
     fn train_call(&self, s: &StepSettings) -> crate::Result<ChildCall> {
+        use headroom_run::job::{TrainJob, TrainRun};
+        use headroom_run::request::RunRequest;
+
         let train_dir = self.run.join("train");
         let base = state::source_model(&self.run);
-        let labelled = self.labelled();
+        let data = self.labelled().join("data.yaml");
         let base_bytes = std::fs::metadata(&base).with_context(|| format!("reading {}", base.display()))?;
         crate::disk::check_free_space(&self.run, base_bytes.len())?;
-        // The epochs this run asks for (the preset's or the command line's), when it names them.
-        let epochs =
-            s.train_flags.iter().position(|f| f == "--epochs").and_then(|i| s.train_flags.get(i + 1));
-        let epochs = epochs.and_then(|e| e.parse::<usize>().ok());
-        set_aside_foreign_training(&train_dir, &base, &labelled.join("data.yaml"), epochs)?;
-        let mut a: Vec<String> = vec!["train".into()];
-        if train_dir.join("config.toml").is_file() {
-            a.extend(["--resume".into(), path(&train_dir)]);
+        set_aside_foreign_training(&train_dir, &base, &data, s.train.epochs)?;
+        let run = if train_dir.join("config.toml").is_file() {
+            TrainRun::Resume { dir: train_dir.clone(), request: RunRequest::default() }
         } else {
             if train_dir.exists() {
                 // Killed before the run saved its settings: nothing of it to keep.
                 std::fs::remove_dir_all(&train_dir)
                     .with_context(|| format!("removing {}", train_dir.display()))?;
             }
-            a.extend(["--model".into(), path(&base), "--data".into(), path(&labelled.join("data.yaml"))]);
-            if let Some(old) = &s.inputs.old {
-                a.extend(["--replay".into(), path(old)]);
+            let request = RunRequest {
+                model: Some(base),
+                data: Some(data),
+                replay: s.inputs.old.clone(),
+                plan: Some(s.plan),
+                // `auto`: the child's libtorch decides, as `headroom train --device auto` does.
+                device: match s.device {
+                    headroom_plan::DeviceChoice::Cpu => Some(headroom_run::spec::TorchDevice::Cpu),
+                    headroom_plan::DeviceChoice::Cuda(n) => Some(headroom_run::spec::TorchDevice::Cuda(n)),
+                    headroom_plan::DeviceChoice::Auto => None,
+                },
+                // The board the run began with (a continued run plans for it).
+                board: Some(self.kept_board(&s.board)?),
+                ..s.train.clone()
+            };
+            TrainRun::New {
+                request: request.or(RunRequest::defaults()),
+                project: self.run.clone(),
+                name: Some("train".into()),
             }
-            a.extend(s.train_flags.iter().cloned());
-            a.extend(["--plan".into(), s.plan.name().into()]);
-            a.extend(self.board_flags(s));
+        };
+        let job = TrainJob {
+            run,
             // The budget is the planner's: a preset's `plan = "off"` trains its settings as given.
-            if s.plan == headroom_plan::PlanMode::Auto {
-                a.extend(["--reserve".into(), s.reserve.clone()]);
-            }
-            a.extend(["--project".into(), path(&self.run), "--name".into(), "train".into()]);
-        }
-        a.extend(["--threads".into(), s.threads.to_string(), "--json".into()]);
+            budget: headroom_run::planner::BudgetAsk {
+                budget: None,
+                reserve: if s.plan == headroom_plan::PlanMode::Auto { s.reserve.clone() } else { "0".into() },
+                board: Some(s.board.clone()),
+                devices: Some(self.run.join("device.toml")),
+            },
+            threads: s.threads,
+            allocator: Default::default(),
+            prefetch: Default::default(),
+            profile: None,
+            json: true,
+        };
         Ok(ChildCall {
             step: Step::Train,
-            args: a,
+            request: crate::request::StepRequest::Train(Box::new(job)),
+            request_file: self.run.join("train.request.json"),
             stdout_to: self.run.join("train.json"),
             evidence: train_dir.join("config.toml"),
         })
     }
 
+    /// The board preset kept in `<run>/device.toml` ([`FieldRun::keep_board`]) named `name`.
+    fn kept_board(&self, name: &str) -> crate::Result<headroom_plan::DevicePreset> {
+        let file = self.run.join("device.toml");
+        let boards = headroom_plan::load_devices(&file)?;
+        Ok(headroom_plan::find_device(&boards, name)?.clone())
+    }
+
     fn export_call(&self, s: &StepSettings) -> ChildCall {
-        let mut a = vec!["export".into(), "--model".into(), path(&self.run.join("train/best.onnx"))];
-        a.extend(["--fp16".into(), "--int8".into(), "--calib".into(), path(&s.inputs.images)]);
-        a.extend(settle());
-        if s.deploy == Precision::Int8 {
-            // The INT8 file deployed is fine-tuned quantization-aware on the labelled set first.
-            a.extend(["--qat".into(), path(&self.labelled().join("data.yaml"))]);
-        }
-        a.extend(["--out".into(), path(&self.run.join("export")), "--force".into(), "--json".into()]);
-        a.extend(["--threads".into(), s.threads.to_string()]);
-        a.extend(self.board_flags(s));
+        let mut export =
+            self.export_request(s, self.run.join("train/best.onnx"), (true, true), self.run.join("export"));
         // The same search as `export --engine`: $TRTEXEC, JetPack's path (not on PATH), PATH.
         match headroom_trt::find_trtexec(None) {
-            Some(trtexec) => a.extend(["--engine".into(), "--trtexec".into(), path(&trtexec)]),
+            Some(trtexec) => {
+                export.engine = Some(headroom_export::EngineSettings {
+                    board: headroom_export::Board::Named(s.board.clone()),
+                    devices: Some(self.run.join("device.toml")),
+                    trtexec: Some(trtexec),
+                    workspace: None,
+                })
+            }
             None => eprintln!(
                 "no trtexec ($TRTEXEC, {}, PATH): the ONNX files are exported, no TensorRT engine is built",
                 headroom_trt::JETPACK_TRTEXEC
             ),
         }
-        let export = self.run.join("export");
-        ChildCall { step: Step::Export, args: a, stdout_to: self.run.join("export.json"), evidence: export }
+        let job = headroom_export::ExportJob {
+            export,
+            device: s.device,
+            threads: s.threads,
+            // The INT8 file deployed is fine-tuned quantization-aware on the labelled set first.
+            qat: (s.deploy == Precision::Int8).then(|| headroom_export::QatSettings {
+                data: self.labelled().join("data.yaml"),
+                epochs: headroom_export::job::DEFAULT_QAT_EPOCHS,
+            }),
+            json: true,
+        };
+        ChildCall {
+            step: Step::Export,
+            request: crate::request::StepRequest::Export(Box::new(job)),
+            request_file: self.run.join("export.request.json"),
+            stdout_to: self.run.join("export.json"),
+            evidence: self.run.join("export"),
+        }
     }
 
     /// Deploys the candidate at `precision` (and its engine, when the export built one) when the
     /// gate passed, unless the deployed file is no longer the model the run started from (the
     /// service was given another model, before or during the deploy): that one is never replaced,
     /// and the run ends as superseded, not as a failure.
-    fn deploy(&self, gate: &GateReport, precision: Precision, deployed: &Path) -> crate::Result<()> {
+    fn deploy(
+        &self,
+        gate: &GateReport,
+        precision: Precision,
+        deployed: &Path,
+        runner: &mut dyn StepRunner,
+    ) -> crate::Result<()> {
         if !gate.deploy {
             eprintln!("keeping the deployed model: {} did not hold", gate.decided_by);
             return Ok(());
@@ -507,12 +561,12 @@ impl FieldRun {
         };
         crate::deployment::remember(&self.work, &candidate, precision, &fp32, engine.as_deref())?;
         let swap = crate::deploy::swap_in(deployed, &candidate, &self.state.base_sha256, &mut || {
-            crate::faults::kill_point("deploy-swap")
+            runner.reached("deploy-swap")
         })?;
         match swap {
             crate::deploy::Swap::Done => {
                 if precision != Precision::Fp32 {
-                    crate::faults::kill_point("deploy-engine");
+                    runner.reached("deploy-engine");
                     crate::deployment::deploy_engine(deployed, engine.as_deref())?;
                 }
                 crate::deployment::prune(&self.work, deployed)?;
@@ -535,12 +589,6 @@ impl FieldRun {
         }
         Ok(())
     }
-}
-
-/// The camera may be writing into `--images` while the run reads it: label and export's
-/// calibration leave a frame modified moments ago for the next run, by the same rule.
-fn settle() -> [String; 2] {
-    ["--settle".into(), headroom_core::imageio::SETTLE_TIME.as_secs().to_string()]
 }
 
 /// A training folder whose settings do not load, or that trains another model or dataset, or for
@@ -596,8 +644,4 @@ impl FieldRun {
             .map(|e| e.engine)
             .filter(|e| e.is_file())
     }
-}
-
-fn path(p: &Path) -> String {
-    p.display().to_string()
 }

@@ -6,6 +6,8 @@
 //! - [`step`]: the steps of a run, in order.
 //! - [`state`]: a run's settings and `state.json` (which steps are done, failures and their tries),
 //!   continuing a killed run, setting aside one that keeps failing.
+//! - [`request`]: the typed request a child step is handed (one file, versioned, run by the
+//!   binary's hidden `headroom step`).
 //! - [`preset`]: run presets (`configs/runs.toml`), typed, as a layer of a run request.
 //! - [`inputs`]: the loop's inputs checked before any work (detectors, classes, the state folder).
 //! - [`sources`]: which new images the labelled set has, by content; a changed teacher relabels.
@@ -19,7 +21,6 @@
 //! - [`metrics`]: the night's outcome in Prometheus' text format, for a fleet.
 //! - [`calendar`]: systemd `OnCalendar` expressions, checked before a timer is written;
 //!   [`service`]: the systemd service and timer of the nightly run.
-//! - [`faults`]: the kill points the loop's restart tests use.
 
 #[cfg(feature = "onnxruntime")]
 pub mod ask;
@@ -29,7 +30,6 @@ pub mod deployment;
 pub mod detector;
 pub mod disk;
 mod error;
-pub mod faults;
 #[cfg(feature = "onnxruntime")]
 pub mod field_run;
 pub mod gate;
@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod preset;
 pub mod quiet;
 pub mod report;
+pub mod request;
 pub mod runner;
 pub mod served;
 pub mod service;

@@ -1,8 +1,7 @@
 //! Run presets (`configs/runs.toml`, embedded): what a field retrain trains and what its deploy
 //! gate demands. `headroom train --preset` and `headroom field run --preset` read them; a preset's
 //! training keys are a layer of a [`RunRequest`] ([`RunPreset::apply`]: the command line over the
-//! preset over the flags' defaults), and the field loop's child `train` gets them as flags built in
-//! one place ([`train_flags`]).
+//! preset over the flags' defaults), and the field loop's training step gets them in its request.
 
 use std::path::Path;
 
@@ -155,32 +154,6 @@ impl RunPreset {
     pub fn apply(&self, request: &mut RunRequest, teacher: Option<&Path>) {
         *request = std::mem::take(request).or(self.request(teacher));
     }
-}
-
-/// The `headroom train` flags of the settings a preset or the field loop's overrides set (epochs,
-/// what trains, nominal batch, optimiser and rate, patience, time, augmentation, teacher and dense
-/// gain), in that order; every other setting of `request` is the caller's to pass.
-pub fn train_flags(request: &RunRequest) -> Vec<String> {
-    let mut flags = Vec::new();
-    let mut set = |flag: &str, value: Option<String>| {
-        if let Some(value) = value {
-            flags.extend([flag.to_string(), value]);
-        }
-    };
-    set("--epochs", request.epochs.map(|v| v.to_string()));
-    set("--train", request.part.map(|v| v.to_string()));
-    set("--nbs", request.nbs.map(|v| v.to_string()));
-    set("--optimizer", request.optimizer.map(|o| o.map_or("auto".into(), |o| o.to_string())));
-    set("--lr0", request.lr0.map(|v| v.to_string()));
-    set("--patience", request.patience.map(|v| v.to_string()));
-    set("--time", request.time_hours.map(|v| v.to_string()));
-    set("--mosaic", request.mosaic.map(|v| v.to_string()));
-    set("--scale", request.scale.map(|v| v.to_string()));
-    set("--translate", request.translate.map(|v| v.to_string()));
-    set("--hsv", request.hsv.map(|[h, s, v]| format!("{h},{s},{v}")));
-    set("--teacher", request.teacher.as_ref().map(|t| t.display().to_string()));
-    set("--dense-kd", request.dense_kd.map(|v| v.to_string()));
-    flags
 }
 
 /// Every preset of a presets file's text; `origin` names it in errors.
@@ -351,10 +324,10 @@ impl From<RunPreset> for RawPreset {
 mod tests {
     use super::*;
 
-    fn flags(preset: &RunPreset, given: RunRequest, teacher: Option<&Path>) -> String {
+    fn layered(preset: &RunPreset, given: RunRequest, teacher: Option<&Path>) -> RunRequest {
         let mut request = given;
         preset.apply(&mut request, teacher);
-        train_flags(&request).join(" ")
+        request
     }
 
     #[test]
@@ -365,11 +338,14 @@ mod tests {
         let (_, accurate) = load("field-accurate").expect("field-accurate");
         assert!(accurate.augment == Some(true) && accurate.distill);
         let (_, quick) = load("field-quick").expect("field-quick");
-        let flags = flags(&quick, RunRequest::default(), None);
-        assert!(flags.contains("--train head --nbs 64") && flags.contains("--mosaic 0"), "{flags}");
+        let asked = layered(&quick, RunRequest::default(), None);
+        assert_eq!(
+            (asked.part, asked.nbs, asked.mosaic),
+            (Some(Trainable::Head), Some(Nbs::Fixed(64)), Some(0.0))
+        );
         assert_eq!(accurate.nbs, Some(Nbs::Auto));
         assert_eq!((accurate.plan, quick.plan), (Some(PlanMode::Auto), None));
-        assert!(!flags.contains("--plan"), "the field loop passes --plan itself: {flags}");
+        assert_eq!(asked.plan, None, "the field loop sets the plan itself");
         assert_eq!(accurate.request(None).plan, Some(PlanMode::Auto), "headroom train plans with it");
         assert_eq!(
             (accurate.optimizer, accurate.lr0, accurate.dense_kd),
@@ -378,29 +354,15 @@ mod tests {
     }
 
     #[test]
-    fn flags_keep_what_was_given_and_add_the_teacher() {
+    fn the_given_settings_stay_and_the_teacher_is_added() {
         let (_, accurate) = load("field-accurate").expect("field-accurate");
         let given = RunRequest { epochs: Some(7), ..RunRequest::default() };
-        let text = flags(&accurate, given, Some(Path::new("/t.onnx")));
-        assert!(text.contains("--epochs 7"), "the given epochs, not the preset's: {text}");
-        assert_eq!(text.matches("--epochs").count(), 1, "{text}");
-        assert!(text.contains("--train all") || text.contains("--train freeze=0"), "{text}");
-        assert!(text.contains("--nbs auto"), "{text}");
-        assert!(text.contains("--mosaic 1") && text.contains("--teacher /t.onnx"), "{text}");
-        assert!(text.contains("--hsv 0.015,0.7,0.4"), "{text}");
-    }
-
-    #[test]
-    fn the_flags_read_back_as_the_preset_wrote_them() {
-        // What `headroom train` parses is what the preset said: every value's text round-trips.
-        let (_, accurate) = load("field-accurate").expect("field-accurate");
-        let request = accurate.request(Some(Path::new("/t.onnx")));
-        let flags = train_flags(&request);
-        let value = |flag: &str| flags.iter().position(|f| f == flag).map(|i| flags[i + 1].clone());
-        assert_eq!(value("--train").map(|t| t.parse::<Trainable>()), accurate.train.map(Ok));
-        assert_eq!(value("--nbs").map(|t| t.parse::<Nbs>()), accurate.nbs.map(Ok));
-        assert_eq!(value("--lr0").map(|t| t.parse::<f64>().ok()), Some(accurate.lr0));
-        assert_eq!(value("--teacher").as_deref(), Some("/t.onnx"));
+        let asked = layered(&accurate, given, Some(Path::new("/t.onnx")));
+        assert_eq!(asked.epochs, Some(7), "the given epochs, not the preset's");
+        assert_eq!((asked.part, asked.nbs), (Some(Trainable::Freeze(0)), Some(Nbs::Auto)));
+        assert_eq!((asked.mosaic, asked.hsv), (Some(1.0), Some([0.015, 0.7, 0.4])));
+        assert_eq!(asked.teacher.as_deref(), Some(Path::new("/t.onnx")));
+        assert_eq!(accurate.request(Some(Path::new("/t.onnx"))).lr0, accurate.lr0);
         let without = accurate.request(None);
         assert!(without.teacher.is_none(), "no teacher given, none taken");
     }
@@ -429,12 +391,12 @@ mod tests {
     }
 
     #[test]
-    fn optimizer_rate_and_dense_gain_become_flags_and_are_checked() {
+    fn optimizer_rate_and_dense_gain_reach_the_request_and_are_checked() {
         let text = "[p]\ndistill = true\ndense_kd = 3\noptimizer = \"adamw\"\nlr0 = 0.004\n";
         let (_, preset) = parse_presets("f.toml", text).expect("parse").remove(0);
-        let flags = flags(&preset, RunRequest::default(), Some(Path::new("/t.onnx")));
-        assert!(flags.contains("--optimizer adamw --lr0 0.004"), "{flags}");
-        assert!(flags.contains("--teacher /t.onnx --dense-kd 3"), "{flags}");
+        let asked = layered(&preset, RunRequest::default(), Some(Path::new("/t.onnx")));
+        assert_eq!((asked.optimizer, asked.lr0), (Some(Some(Optimizer::AdamW)), Some(0.004)));
+        assert_eq!((asked.teacher.as_deref(), asked.dense_kd), (Some(Path::new("/t.onnx")), Some(3.0)));
         for (text, want) in [
             ("[p]\noptimizer = \"adam\"\n", "optimizer = \"adam\""),
             ("[p]\nlr0 = 0.01\n", "needs optimizer"),

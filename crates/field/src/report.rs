@@ -81,8 +81,10 @@ pub struct FieldSummary {
     pub labelled: Labelled,
     /// The gate's report.
     pub gate: PathBuf,
-    /// The plan.
-    pub plan: PathBuf,
+    /// What training's plan chose for the board (`train/config.toml`'s `[plan]`: the budget, the
+    /// rung, its estimate, the batches timed); none when the preset trains as given
+    /// (`plan = "off"`).
+    pub plan: Option<headroom_run::spec::PlanChoice>,
     /// Seconds each step took (to a tenth).
     pub step_seconds: BTreeMap<String, f64>,
 }
@@ -173,7 +175,7 @@ pub fn finish(
             excluded: counts.map(|c| c.excluded),
         },
         gate: run.join("gate.json"),
-        plan: run.join("plan.json"),
+        plan: headroom_run::spec::RunSpec::load(&run.join("train")).ok().and_then(|spec| spec.plan),
         step_seconds: state.seconds.iter().map(|(s, t)| (s.to_string(), (t * 10.0).round() / 10.0)).collect(),
     };
     let text = serde_json::to_string_pretty(&summary)? + "\n";

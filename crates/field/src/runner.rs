@@ -1,22 +1,28 @@
-//! How a child step runs: [`StepRunner`] is what the loop asks to run `headroom <verb> <args>`;
+//! How a child step runs: [`StepRunner`] is what the loop asks to run a step's request in a child;
 //! [`ChildRunner`] runs it as a child process of the `headroom` binary (its memory is the system's
 //! again when it ends, and it dies with the loop: `PR_SET_PDEATHSIG`; a signal the loop gets is
 //! passed on to it). A test gives the loop
 //! another runner: one that runs the real child and then stops the loop as a kill would, or one that
-//! fails a step, without anything compiled into the binary for it.
+//! fails a step, without anything compiled into the binary for it (crates/cli/tests/field_library.rs
+//! in the test's process; crates/cli/examples/faulty.rs, the binary with a runner that SIGKILLs
+//! itself at a named point, for the tests that kill the real process).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::step::Step;
 use crate::{Context as _, bail};
 
-/// One child step: `headroom <args>`, its stdout the step's JSON report.
+/// One child step: `headroom step <request_file>` ([`crate::request::ENTRY`]) running `request`,
+/// its stdout the step's JSON report.
 #[derive(Debug, Clone)]
 pub struct ChildCall {
     /// The step.
     pub step: Step,
-    /// The arguments after `headroom` (the verb first).
-    pub args: Vec<String>,
+    /// What the child is asked.
+    pub request: crate::request::StepRequest,
+    /// Where the request is written (in the run's folder: what each step was asked stays
+    /// readable).
+    pub request_file: PathBuf,
     /// Where the child's stdout goes, atomically, when it succeeds.
     pub stdout_to: PathBuf,
     /// A file the child writes early in its work (a test's "kill it mid-step" waits for it).
@@ -44,9 +50,12 @@ pub trait StepRunner {
     }
 
     /// Called as `step` starts (after its state says it is not done).
-    fn starting(&mut self, step: Step) {
-        crate::faults::kill_point(step.name());
-    }
+    fn starting(&mut self, _step: Step) {}
+
+    /// Called at a named moment inside a step where a kill leaves the most to mend: `deploy-swap`
+    /// (the candidate is in place, `.prev` not yet), `deploy-engine` (the model is deployed, its
+    /// engine not yet).
+    fn reached(&mut self, _point: &str) {}
 
     /// Called when `step`'s work is done, before its state says so (where a kill leaves the most
     /// for a rerun to sort out).
@@ -77,10 +86,11 @@ impl StepRunner for ChildRunner {
         if self.quiet {
             command.arg("-q");
         }
-        command.args(&call.args).stdout(out);
+        crate::request::write(&call.request_file, &call.request)?;
+        let args = [crate::request::ENTRY.to_string(), call.request_file.display().to_string()];
+        command.args(&args).stdout(out);
         die_with_parent(&mut command);
-        tracing::info!("{}: headroom {}", call.step, call.args.join(" "));
-        arm_mid_kill(call.step, &call.evidence);
+        tracing::info!("{}: headroom {}", call.step, args.join(" "));
         // Unattended (no terminal: a service's journal, a log file), the child's messages pass
         // through this process so that a failure's own words are kept with the run's state.
         let read = !std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -117,15 +127,13 @@ impl StepRunner for ChildRunner {
                 Ok(Ended::Done)
             }
             Some(code @ (129 | 130 | 143)) => Ok(Ended::Stopped(code - 128)),
-            Some(_) => bail!(
-                "`{} {}` failed ({status}; its messages are above)",
-                self.exe.display(),
-                call.args.join(" ")
-            ),
+            Some(_) => {
+                bail!("`{} {}` failed ({status}; its messages are above)", self.exe.display(), args.join(" "))
+            }
             None => {
                 use std::os::unix::process::ExitStatusExt as _;
                 let why = killed_by(status.signal().unwrap_or(0), oom_before, oom_kills());
-                bail!("`{} {}` {why}", self.exe.display(), call.args.join(" "))
+                bail!("`{} {}` {why}", self.exe.display(), args.join(" "))
             }
         }
     }
@@ -156,21 +164,6 @@ fn killed_by(signal: i32, oom_before: Option<u64>, oom_after: Option<u64>) -> St
               tells: something else ended it (a watchdog, a person, a service manager's timeout)"
             .to_string(),
         n => format!("was killed by signal {n}"),
-    }
-}
-
-/// `<step>:mid`: SIGKILL as soon as the step's child has written `evidence` (so the kill lands
-/// inside the step however fast it runs), taking the child with it.
-fn arm_mid_kill(step: Step, evidence: &Path) {
-    if crate::faults::armed(&format!("{step}:mid")) {
-        let evidence = evidence.to_path_buf();
-        std::thread::spawn(move || {
-            while !evidence.exists() {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            eprintln!("{}={step}:mid: SIGKILL once {} exists", crate::faults::KILL_AT, evidence.display());
-            crate::faults::sigkill_self();
-        });
     }
 }
 

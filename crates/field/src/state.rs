@@ -35,8 +35,11 @@ pub struct RunSettings {
     pub runs_on: String,
     /// `--reserve`.
     pub reserve: String,
-    /// `--epochs` / `--train` given on the command line.
-    pub overrides: Vec<String>,
+    /// What the command line asked of the training over the preset (`--epochs`, `--train`,
+    /// `--time`). State files from before requests kept the flags (`[]` when none: read as nothing
+    /// asked; flags are refused, and the run is set aside).
+    #[serde(deserialize_with = "overrides")]
+    pub overrides: headroom_run::request::RunRequest,
     /// The deployed model the run is for (`--model`, absolute): a run never continues for another
     /// model. Empty in state files from before it was recorded (taken as this run's model).
     #[serde(default)]
@@ -45,6 +48,27 @@ pub struct RunSettings {
     /// (taken as this run's).
     #[serde(default)]
     pub deploy: Option<Precision>,
+}
+
+/// [`RunSettings::overrides`]: a request, or an earlier headroom's empty list of flags.
+fn overrides<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<headroom_run::request::RunRequest, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        // First: a list of strings would also read as a request's fields in order.
+        Flags(Vec<String>),
+        Request(Box<headroom_run::request::RunRequest>),
+    }
+    match Written::deserialize(deserializer)? {
+        Written::Request(request) => Ok(*request),
+        Written::Flags(flags) if flags.is_empty() => Ok(headroom_run::request::RunRequest::default()),
+        Written::Flags(flags) => Err(serde::de::Error::custom(format!(
+            "overrides: the flags `{}`, as an earlier headroom kept them (this one keeps a request)",
+            flags.join(" ")
+        ))),
+    }
 }
 
 fn auto() -> String {
@@ -98,6 +122,23 @@ pub struct RunState {
     pub seq: u64,
 }
 
+/// A state written when a `plan` step ran before training: the step is gone (training plans), so
+/// it leaves the steps done, their seconds and a failure of it behind.
+fn forget_the_plan_step(state: &mut serde_json::Value) {
+    let plan = serde_json::Value::from("plan");
+    if let Some(done) = state.get_mut("done").and_then(serde_json::Value::as_array_mut) {
+        done.retain(|step| *step != plan);
+    }
+    if let Some(seconds) = state.get_mut("seconds").and_then(serde_json::Value::as_array_mut) {
+        seconds.retain(|pair| pair.get(0) != Some(&plan));
+    }
+    if state.get("failure").and_then(|f| f.get("step")) == Some(&plan)
+        && let Some(object) = state.as_object_mut()
+    {
+        object.remove("failure");
+    }
+}
+
 /// The file in the state folder counting the runs begun there ([`RunState::seq`]).
 const SEQUENCE: &str = "sequence";
 
@@ -141,7 +182,10 @@ impl RunState {
     pub fn load(run: &Path) -> crate::Result<RunState> {
         let path = run.join("state.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("{}: not a field run's state", path.display()))
+        let mut value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a field run's state", path.display()))?;
+        forget_the_plan_step(&mut value);
+        serde_json::from_value(value).with_context(|| format!("{}: not a field run's state", path.display()))
     }
 
     /// Writes `<run>/state.json` atomically.
@@ -372,6 +416,14 @@ mod tests {
             "overrides": []}"#;
         let settings: super::RunSettings = serde_json::from_str(old).expect("old state");
         assert_eq!((settings.board.as_str(), settings.runs_on.as_str()), ("orin-nx-8", "auto"));
+        assert_eq!(settings.overrides, headroom_run::request::RunRequest::default());
+        // Flags kept by an earlier headroom: refused, naming them (the run is set aside).
+        let flags = old.replace("\"overrides\": []", "\"overrides\": [\"--epochs\", \"3\"]");
+        let err = serde_json::from_str::<super::RunSettings>(&flags).expect_err("flags").to_string();
+        assert!(err.contains("--epochs 3") && err.contains("earlier headroom"), "{err}");
+        let request = old.replace("\"overrides\": []", "\"overrides\": {\"epochs\": 3}");
+        let settings: super::RunSettings = serde_json::from_str(&request).expect("a request");
+        assert_eq!(settings.overrides.epochs, Some(3));
     }
 
     #[test]

@@ -1,4 +1,6 @@
 //! The steps of a field run, in the order they run, each named in `state.json` as it always was.
+//! (A `plan` step ran between label and train until training's own plan took its place: state
+//! files that name it still load, [`crate::state::RunState::load`].)
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,9 +13,7 @@ use serde::{Deserialize, Serialize};
 pub enum Step {
     /// The teacher labels the new images (`headroom label`, a child process).
     Label,
-    /// The memory plan for this board (`headroom plan`, a child process).
-    Plan,
-    /// Training, resumable (`headroom train`, a child process).
+    /// Training, resumable, planned for the board (`headroom train`, a child process).
     Train,
     /// FP16, INT8 and, with trtexec, the engine (`headroom export`, a child process).
     Export,
@@ -25,13 +25,12 @@ pub enum Step {
 
 impl Step {
     /// Every step, in the order a run takes them.
-    pub const ALL: [Step; 6] = [Step::Label, Step::Plan, Step::Train, Step::Export, Step::Eval, Step::Deploy];
+    pub const ALL: [Step; 5] = [Step::Label, Step::Train, Step::Export, Step::Eval, Step::Deploy];
 
     /// Its name in `state.json`, the kill points and messages.
     pub fn name(self) -> &'static str {
         match self {
             Step::Label => "label",
-            Step::Plan => "plan",
             Step::Train => "train",
             Step::Export => "export",
             Step::Eval => "eval",
@@ -41,7 +40,7 @@ impl Step {
 
     /// Whether it runs as a `headroom` verb in a child process.
     pub fn is_child(self) -> bool {
-        matches!(self, Step::Label | Step::Plan | Step::Train | Step::Export)
+        matches!(self, Step::Label | Step::Train | Step::Export)
     }
 }
 
@@ -75,7 +74,7 @@ mod tests {
             assert_eq!(serde_json::from_str::<Step>(&json).expect("back"), step);
         }
         let err = "trian".parse::<Step>().expect_err("a typo");
-        assert!(err.contains("label, plan, train, export, eval, deploy"), "{err}");
+        assert!(err.contains("label, train, export, eval, deploy"), "{err}");
         assert!(serde_json::from_str::<Step>("\"trian\"").is_err());
     }
 }

@@ -99,7 +99,8 @@ impl Default for SessionOptions {
 
 /// Where sessions run and on which providers, as a command line asks it (`--device`, `--ep`,
 /// threads, TensorRT's options); [`SessionRequest::options`] resolves it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SessionRequest {
     /// Where the model runs (`auto`: the GPU when this build has its provider and one is visible).
     pub device: headroom_plan::DeviceChoice,

@@ -172,7 +172,7 @@ mod tests {
     }
 }
 
-/// Where the work runs (`--device`): `cpu`, `cuda`, `cuda:N`, or `auto`.
+/// Where the work runs (`--device`): `cpu`, `cuda`, `cuda:N`, or `auto`. Serialized as that text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeviceChoice {
     /// CUDA device 0 when this build can use CUDA and a GPU is visible, else the CPU.
@@ -200,6 +200,19 @@ impl fmt::Display for DeviceChoice {
             DeviceChoice::Cuda(None) => f.write_str("cuda"),
             DeviceChoice::Cuda(Some(n)) => write!(f, "cuda:{n}"),
         }
+    }
+}
+
+impl Serialize for DeviceChoice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -7,6 +7,8 @@
 //!   out-of-memory step-down, stop requests — reporting through an [`observer::Observer`].
 //! - [`request::RunRequest`]: what a caller asks for, setting by setting, resolved into a spec
 //!   (every derived value derived there) for a new run or against a saved one on resume.
+//! - [`job::TrainJob`]: one `headroom train` as a value (a new run's request or a resume, and how
+//!   it is carried out), from the flags or from the field loop.
 //! - [`folder`]: the run folder's files besides checkpoints.
 //! - `label_torch`: the teacher of `headroom label --runtime torch`, on libtorch.
 //! - `parity`: the executor against ONNX Runtime on one model (`headroom inspect --check`).
@@ -18,6 +20,7 @@
 
 mod error;
 pub mod folder;
+pub mod job;
 pub mod observer;
 pub mod planner;
 pub mod request;

@@ -216,7 +216,8 @@ mod tests {
 /// The budget `--plan auto` fits: `--budget` (None: the board preset's; `auto`; a size) less
 /// `--reserve`; the board named on the command line (None or `auto`: detected) and the `--devices`
 /// file, for the warning of a budget read on another machine.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BudgetAsk {
     /// `--budget`.
     pub budget: Option<String>,

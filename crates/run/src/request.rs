@@ -13,6 +13,7 @@ use headroom_plan::{DevicePreset, Optimizer, PlanMode, TrunkRuntime};
 /// The augmentation settings (`AugmentConfig::ultralytics()`: `headroom train`'s defaults).
 pub use headroom_train::augment::AugmentConfig;
 use headroom_train::config::TrainConfig;
+use serde::{Deserialize, Serialize};
 
 use crate::spec::{RunSpec, TorchDevice};
 use crate::{Error, Result};
@@ -47,6 +48,69 @@ impl std::str::FromStr for Nbs {
     }
 }
 
+impl Serialize for Nbs {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Nbs {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        /// `"auto"`, or a count (as a number or as text).
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Count(usize),
+            Text(String),
+        }
+        let text = match Written::deserialize(deserializer)? {
+            Written::Count(n) => n.to_string(),
+            Written::Text(text) => text,
+        };
+        text.parse().map_err(|e| serde::de::Error::custom(format!("nbs = {text}: {e}")))
+    }
+}
+
+/// A setting that may be asked as a value or as none/auto (`Option<Option<T>>`): left out when
+/// not asked, `null` for none/auto, else the value.
+mod nested {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, T: Serialize>(
+        value: &Option<Option<T>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(inner) => inner.serialize(serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
+        Option::<T>::deserialize(deserializer).map(Some)
+    }
+}
+
+/// `part` as its text (`"freeze=0"`), as `config.toml` keeps it.
+mod part_text {
+    use headroom_onnx::Trainable;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(part: &Option<Trainable>, serializer: S) -> Result<S::Ok, S::Error> {
+        match part {
+            Some(part) => serializer.collect_str(part),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Trainable>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map(Some).map_err(|e| serde::de::Error::custom(format!("part = {text:?}: {e}")))
+    }
+}
+
 impl std::fmt::Display for Nbs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -57,89 +121,132 @@ impl std::fmt::Display for Nbs {
 }
 
 /// Every setting of a run a caller may ask for; `None` is "not asked" (a new run takes headroom
-/// train's default, a resumed one keeps its own). Paths are absolute.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// train's default, a resumed one keeps its own). Paths are absolute. Serialized (JSON) it is what
+/// the field loop hands its training child and keeps in `state.json`: a setting not asked is left
+/// out; a setting asked as "none" or "auto" (`optimizer`, `ignore_band`, `imgsz`) is `null`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunRequest {
     /// The student.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<PathBuf>,
     /// The dataset's `data.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<PathBuf>,
     /// What trains.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "part_text")]
     pub part: Option<Trainable>,
     /// Where libtorch trains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<TorchDevice>,
     /// The board preset planned for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub board: Option<DevicePreset>,
     /// Whether a new run plans its configuration for the board's budget (`--plan`): the caller
     /// plans ([`crate::planner::plan_auto`]) before the run starts; a resumed run keeps its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanMode>,
     /// Old-domain data replayed against forgetting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<PathBuf>,
     /// Replayed images per new image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_fraction: Option<f64>,
     /// Dataset classes mapped onto the student's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remap: Option<String>,
     /// What runs the frozen trunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trunk: Option<TrunkRuntime>,
     /// Train on cached trunk features.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_features: Option<bool>,
     /// The memory cap of a pass above the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_cap: Option<headroom_plan::Bytes>,
     /// Passes before the cap is checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_cap_after: Option<u64>,
     /// Convolutions re-normalised before training.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renorm: Option<usize>,
     /// Quantization-aware training at this Q/DQ file's sites and activation scales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qat: Option<PathBuf>,
     /// The dense-distillation teacher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub teacher: Option<PathBuf>,
     /// Epochs without a better fitness before stopping (0: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patience: Option<usize>,
     /// The time budget, hours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_hours: Option<f64>,
     /// Epochs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epochs: Option<usize>,
     /// Images per pass; not asked for, a new run takes 2 or what the export allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<usize>,
     /// The nominal batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nbs: Option<Nbs>,
     /// The optimiser; `Some(None)` is `auto` (AdamW at the rate of the classes).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nested")]
     pub optimizer: Option<Option<Optimizer>>,
     /// The initial learning rate of a chosen optimiser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lr0: Option<f64>,
     /// Cosine learning-rate decay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cos_lr: Option<bool>,
     /// Gradient clipping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_grad_norm: Option<f64>,
     /// Flip probability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flip: Option<f64>,
     /// KL distillation gain on the labels' soft scores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kd: Option<f64>,
     /// Dense distillation gain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dense_kd: Option<f64>,
     /// The ignore band (`Some(None)`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nested")]
     pub ignore_band: Option<Option<[f64; 2]>>,
     /// Pull toward the starting weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anchor: Option<f64>,
     /// HSV gains; not asked for, a new run takes Ultralytics' (off with the feature cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hsv: Option<[f32; 3]>,
     /// Translation; as `hsv`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub translate: Option<f32>,
     /// Scale; as `hsv`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<f32>,
     /// Mosaic probability; as `hsv`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mosaic: Option<f32>,
     /// Gradient checkpointing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<bool>,
     /// Mixed precision (CUDA only: on the CPU the run trains in fp32, with a warning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amp: Option<bool>,
     /// The input size (`Some(None)`: the export's).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nested")]
     pub imgsz: Option<Option<usize>>,
     /// Checkpoint every N optimiser steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub save_period: Option<u64>,
     /// Checkpoint after this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub save_interval: Option<f64>,
     /// The seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
 }
 
@@ -522,6 +629,33 @@ mod tests {
             imgsz: Some(None),
             ..RunRequest::default()
         }
+    }
+
+    #[test]
+    fn a_request_round_trips_through_json_with_none_and_auto_kept_apart_from_not_asked() {
+        let full = RunRequest {
+            board: Some(headroom_plan::builtin_devices().expect("boards").remove(0)),
+            device: Some(TorchDevice::Cuda(Some(1))),
+            plan: Some(PlanMode::Auto),
+            memory_cap: Some(headroom_plan::Bytes(512 << 20)),
+            ignore_band: Some(Some([0.1, 0.3])),
+            hsv: Some([0.1, 0.2, 0.3]),
+            optimizer: Some(Some(Optimizer::Sgd)),
+            nbs: Some(Nbs::Auto),
+            ..RunRequest::defaults().or(request())
+        };
+        for asked in [RunRequest::default(), request(), RunRequest::defaults(), full] {
+            let json = serde_json::to_string(&asked).expect("json");
+            assert_eq!(serde_json::from_str::<RunRequest>(&json).expect("back"), asked, "{json}");
+        }
+        let json = serde_json::to_value(request()).expect("json");
+        assert_eq!(json["optimizer"], serde_json::Value::Null, "auto");
+        assert!(json.get("batch").is_none(), "not asked: left out");
+        assert_eq!((json["part"].as_str(), json["nbs"].as_str()), (Some("freeze=0"), Some("8")));
+        let err = serde_json::from_str::<RunRequest>(r#"{"epoch": 3}"#).expect_err("a renamed key");
+        assert!(err.to_string().contains("epoch"), "{err}");
+        let err = serde_json::from_str::<RunRequest>(r#"{"part": "neck"}"#).expect_err("a bad part");
+        assert!(err.to_string().contains("part = \"neck\""), "{err}");
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use headroom_infer::decode::DecodeOptions;
+use headroom_infer::label::job::{DEFAULT_BATCH, LabelJob, TeacherRuntime};
 
 use super::Outcome;
 use super::decode_args::DecodeArgs;
@@ -45,7 +46,7 @@ pub struct Args {
     pub workers: Option<usize>,
     /// Images per inference call when the teacher's batch is dynamic (a fixed batch is used as is;
     /// 1–1024).
-    #[arg(long, default_value_t = 8, value_parser = count_arg::<1, 1024>)]
+    #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = count_arg::<1, 1024>)]
     pub batch: usize,
     /// Inference sessions running in parallel, sharing `--threads` (each gets threads/streams) and
     /// each holding its own copy of the model [default: 2 on the CPU provider with 2 or more
@@ -96,25 +97,14 @@ pub struct Args {
     /// fp16 autocast on CUDA, batched), or auto: torch where --device is (or finds) a GPU that this
     /// ONNX Runtime has no provider for and libtorch sees (a Jetson bundle's CPU-only ONNX
     /// Runtime), else onnxruntime. On the CPU both give the same labels (docs/LABEL.md).
-    #[arg(long, value_enum, default_value_t = RuntimeArg::Auto)]
-    pub runtime: RuntimeArg,
+    #[arg(long, value_enum, default_value_t = TeacherRuntime::Auto)]
+    pub runtime: TeacherRuntime,
     /// Print the manifest as JSON on stdout.
     #[arg(long)]
     pub json: bool,
     /// Execution providers.
     #[command(flatten)]
     pub provider: ProviderArgs,
-}
-
-/// `--runtime`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RuntimeArg {
-    /// torch where ONNX Runtime cannot reach the GPU that libtorch sees, else onnxruntime.
-    Auto,
-    /// ONNX Runtime, on the providers of --device/--ep.
-    Onnxruntime,
-    /// headroom's libtorch executor, on --device.
-    Torch,
 }
 
 /// `--val-fraction`: a number with 0 ≤ F < 1.
@@ -126,14 +116,49 @@ fn fraction_arg(text: &str) -> Result<f64, String> {
 
 /// Runs `headroom label`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(args.min_box >= 0.0, "--min-box {} is negative", args.min_box);
-    anyhow::ensure!(args.images.is_dir(), "--images {}: not a folder of images", args.images.display());
-    anyhow::ensure!(
-        !args.out.exists() || args.out.is_dir(),
-        "--out {}: exists and is not a folder; give a folder for the dataset",
-        args.out.display()
-    );
-    let class_map = match &args.class_map {
+    run_job(&args.job()?)
+}
+
+impl Args {
+    /// The job these flags make.
+    fn job(&self) -> anyhow::Result<LabelJob> {
+        use headroom_infer::label::output::Placement;
+        Ok(LabelJob {
+            teacher: self.teacher.clone(),
+            images: self.images.clone(),
+            out: self.out.clone(),
+            decode: self.thresholds.apply(self.conf, DecodeOptions::predict())?,
+            class_map: self.class_map.clone(),
+            min_box: self.min_box,
+            top_k: self.topk,
+            workers: self.workers,
+            batch: self.batch,
+            streams: self.streams,
+            images_as: if self.copy_images {
+                Placement::Copy
+            } else if self.hardlink_images {
+                Placement::Hardlink
+            } else {
+                Placement::Symlink
+            },
+            exclude_like: self.exclude_like.clone(),
+            max_images: self.max_images,
+            force: self.force,
+            val_fraction: self.val_fraction,
+            seed: self.seed,
+            settle: self.settle.duration(),
+            max_pixels: self.max_pixels.map(|n| n as u64),
+            runtime: self.runtime,
+            session: self.provider.request()?,
+            json: self.json,
+        })
+    }
+}
+
+/// Runs one labelling as `job` asks.
+pub fn run_job(job: &LabelJob) -> anyhow::Result<Outcome> {
+    job.check()?;
+    let class_map = match &job.class_map {
         None => None,
         Some(spec) if std::path::Path::new(spec).is_file() => {
             let text =
@@ -142,60 +167,56 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         }
         Some(spec) => Some(("--class-map".to_string(), spec.clone())),
     };
-    let decode = args.thresholds.apply(args.conf, DecodeOptions::predict())?;
-    label(args, decode, class_map)
+    label(job, class_map)
 }
 
 #[cfg(feature = "onnxruntime")]
-fn label(args: &Args, decode: DecodeOptions, class_map: Option<(String, String)>) -> anyhow::Result<Outcome> {
-    let opening = || format!("opening the teacher {}", args.teacher.display());
-    if let Some(device) = torch_device(args)? {
-        let threads = match args.provider.threads {
+fn label(job: &LabelJob, class_map: Option<(String, String)>) -> anyhow::Result<Outcome> {
+    let opening = || format!("opening the teacher {}", job.teacher.display());
+    if let Some(device) = torch_device(job)? {
+        let threads = match job.session.threads {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             n => n,
         };
         headroom_train::tch::set_num_threads(i32::try_from(threads).unwrap_or(1));
         let teacher =
-            headroom_run::label_torch::TorchTeacher::open(&args.teacher, device).with_context(opening)?;
-        let workers = args.workers.unwrap_or_else(|| threads.div_ceil(4)).max(1);
-        return label_with(args, &mut [teacher], workers, decode, class_map);
+            headroom_run::label_torch::TorchTeacher::open(&job.teacher, device).with_context(opening)?;
+        let workers = job.workers.unwrap_or_else(|| threads.div_ceil(4)).max(1);
+        return label_with(job, &mut [teacher], workers, class_map);
     }
-    let mut options = args.provider.session_options()?;
-    let (streams, workers) = headroom_infer::label::pipeline::parallelism(
-        &mut options,
-        args.streams.map(usize::from),
-        args.workers,
-    );
+    let mut options = job.session.options()?;
+    let (streams, workers) =
+        headroom_infer::label::pipeline::parallelism(&mut options, job.streams.map(usize::from), job.workers);
     let mut teachers = (0..streams)
-        .map(|_| headroom_infer::detector::Detector::open(&args.teacher, &options))
+        .map(|_| headroom_infer::detector::Detector::open(&job.teacher, &options))
         .collect::<Result<Vec<_>, _>>()
         .with_context(opening)?;
-    label_with(args, &mut teachers, workers, decode, class_map)
+    label_with(job, &mut teachers, workers, class_map)
 }
 
 /// The libtorch device the teacher runs on, when `--runtime` (or `auto`'s rule) picks torch.
 #[cfg(feature = "onnxruntime")]
-fn torch_device(args: &Args) -> anyhow::Result<Option<headroom_train::tch::Device>> {
+fn torch_device(job: &LabelJob) -> anyhow::Result<Option<headroom_train::tch::Device>> {
     use headroom_plan::DeviceChoice;
-    let device = args.provider.device;
+    let device = job.session.device;
     let torch = |choice: DeviceChoice| -> anyhow::Result<headroom_train::tch::Device> {
         Ok(headroom_run::device::torch_device(&headroom_run::device::torch_text(choice))?)
     };
-    match args.runtime {
-        RuntimeArg::Onnxruntime => Ok(None),
-        RuntimeArg::Torch => {
+    match job.runtime {
+        TeacherRuntime::Onnxruntime => Ok(None),
+        TeacherRuntime::Torch => {
             anyhow::ensure!(
-                args.streams.is_none_or(|n| n == 1),
+                job.streams.is_none_or(|n| n == 1),
                 "--streams: the torch runtime runs one stream"
             );
             anyhow::ensure!(
-                args.provider.ep.is_none(),
+                job.session.providers.is_none(),
                 "--ep names ONNX Runtime's providers: not with --runtime torch"
             );
             Ok(Some(torch(device)?))
         }
-        RuntimeArg::Auto => {
-            let asked_providers = args.provider.ep.is_some();
+        TeacherRuntime::Auto => {
+            let asked_providers = job.session.providers.is_some();
             if asked_providers || device == DeviceChoice::Cpu || !headroom_train::cuda_available() {
                 return Ok(None);
             }
@@ -265,10 +286,9 @@ mod tests {
 
 #[cfg(feature = "onnxruntime")]
 fn label_with<T: headroom_infer::label::TeacherModel>(
-    args: &Args,
+    job: &LabelJob,
     teachers: &mut [T],
     workers: usize,
-    decode: DecodeOptions,
     class_map: Option<(String, String)>,
 ) -> anyhow::Result<Outcome> {
     use headroom_infer::label::pipeline::PipelineSettings;
@@ -276,30 +296,24 @@ fn label_with<T: headroom_infer::label::TeacherModel>(
 
     let interrupt = super::interrupt::Interrupt::install()?;
     let request = LabelRequest {
-        images: args.images.clone(),
-        out: args.out.clone(),
-        decode,
-        min_box: args.min_box,
-        top_k: args.topk,
+        images: job.images.clone(),
+        out: job.out.clone(),
+        decode: job.decode,
+        min_box: job.min_box,
+        top_k: job.top_k,
         class_map,
-        exclude_like: args.exclude_like.clone(),
-        images_as: if args.copy_images {
-            headroom_infer::label::output::Placement::Copy
-        } else if args.hardlink_images {
-            headroom_infer::label::output::Placement::Hardlink
-        } else {
-            headroom_infer::label::output::Placement::Symlink
-        },
-        max_images: args.max_images,
-        force: args.force,
-        val_fraction: args.val_fraction,
-        seed: args.seed,
+        exclude_like: job.exclude_like.clone(),
+        images_as: job.images_as,
+        max_images: job.max_images,
+        force: job.force,
+        val_fraction: job.val_fraction,
+        seed: job.seed,
         pipeline: PipelineSettings {
             workers,
-            batch: args.batch,
-            queue: 4 * args.batch.max(4),
-            settle: args.settle.duration(),
-            max_pixels: args.max_pixels.map_or(headroom_core::imageio::MAX_PIXELS, |n| n as u64),
+            batch: job.batch,
+            queue: 4 * job.batch.max(4),
+            settle: job.settle,
+            max_pixels: job.max_pixels.unwrap_or(headroom_core::imageio::MAX_PIXELS),
         },
         cancel: Some(interrupt.flag()),
     };
@@ -318,26 +332,22 @@ fn label_with<T: headroom_infer::label::TeacherModel>(
         );
         return Ok(Outcome::Interrupted(signal));
     }
-    let manifest = manifest
-        .with_context(|| format!("labelling {} into {}", args.images.display(), args.out.display()))?;
-    if args.json {
+    let manifest =
+        manifest.with_context(|| format!("labelling {} into {}", job.images.display(), job.out.display()))?;
+    if job.json {
         println!("{}", serde_json::to_string_pretty(&manifest)?);
     } else {
         print!("{manifest}");
-        let preview = args.out.join(headroom_infer::label::preview::PREVIEW_FILE);
+        let preview = job.out.join(headroom_infer::label::preview::PREVIEW_FILE);
         if preview.exists() {
             println!("preview: {}", preview.display());
         }
-        println!("dataset: {}", args.out.join("data.yaml").display());
+        println!("dataset: {}", job.out.join("data.yaml").display());
     }
     Ok(Outcome::Success)
 }
 
 #[cfg(not(feature = "onnxruntime"))]
-fn label(
-    _args: &Args,
-    _decode: DecodeOptions,
-    _class_map: Option<(String, String)>,
-) -> anyhow::Result<Outcome> {
+fn label(_job: &LabelJob, _class_map: Option<(String, String)>) -> anyhow::Result<Outcome> {
     Err(headroom_infer::Error::FeatureDisabled { feature: "onnxruntime" }.into())
 }

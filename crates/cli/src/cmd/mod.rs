@@ -14,6 +14,7 @@ mod plan;
 pub mod progress;
 mod provider_args;
 mod settle_arg;
+mod step;
 mod synth;
 mod train;
 mod train_args;
@@ -75,10 +76,15 @@ pub enum Command {
     /// Check that ONNX Runtime and libtorch load and compute, which GPU code libtorch carries, and
     /// run real work on a visible GPU (docs/GPU.md).
     Doctor(doctor::Args),
-    /// The nightly field loop: label new images, plan, train, export, and deploy only a gain that a
-    /// gate on a holdout and the old scenes accepts; rollback; a systemd timer (docs/FIELD.md).
+    /// The nightly field loop: label new images, train (planned for the board), export, and deploy
+    /// only a gain that a gate on a holdout and the old scenes accepts; rollback; a systemd timer
+    /// (docs/FIELD.md).
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     Field(field::Args),
+    /// The field loop's entry into a child step: runs the typed request in FILE
+    /// (`headroom_field::request`) as the step's verb runs its own flags. Not for people.
+    #[command(hide = true)]
+    Step(step::Args),
 }
 
 /// How a command ended when it did not fail with an error.
@@ -106,12 +112,14 @@ pub fn parse() -> Cli {
     Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
 }
 
-/// Runs one subcommand.
-pub fn run(command: Command) -> anyhow::Result<Outcome> {
+/// Runs one subcommand, `hooks` around the field loop.
+pub fn run(command: Command, hooks: &crate::Hooks) -> anyhow::Result<Outcome> {
+    #[cfg(not(all(feature = "onnxruntime", feature = "libtorch")))]
+    let _ = hooks;
     // Verbs that train on libtorch refuse a libtorch of another minor version than the one headroom
     // was compiled against (its C++ ABI differs); doctor reports the same as a failed check.
     let on_libtorch = match &command {
-        Command::Train(_) => true,
+        Command::Train(_) | Command::Step(_) => true,
         #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
         Command::Field(_) => true,
         _ => false,
@@ -133,6 +141,7 @@ pub fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Inspect(args) => inspect::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-        Command::Field(args) => field::run(&args),
+        Command::Field(args) => field::run(&args, hooks),
+        Command::Step(args) => step::run(&args),
     }
 }

@@ -169,16 +169,6 @@ fn file_name(path: &Path) -> String {
     path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-/// `--budget` and `--reserve` where no budget is computed (`train` without `--plan auto`): checked
-/// all the same (a typo is an error, not silence), and a warning says they change nothing.
-#[cfg_attr(not(all(feature = "onnxruntime", feature = "libtorch")), allow(dead_code))]
-pub fn check_unused_sizes(args: &PlanArgs) -> anyhow::Result<()> {
-    if headroom_plan::check_sizes(args.budget.as_deref(), &args.reserve)? {
-        tracing::warn!("--budget and --reserve apply with --plan auto only: this run trains as given");
-    }
-    Ok(())
-}
-
 /// `--budget` and `--reserve` on `board`, for training on `device` ([`headroom_plan::budget_on`]:
 /// `--budget auto` reads this machine, with a warning when `--board` named another one).
 pub fn budget(

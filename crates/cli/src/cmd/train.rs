@@ -1,87 +1,74 @@
 //! `headroom train`: the command line of a training run. The run itself — spec, folder, epochs,
 //! validation, checkpoints, resume — is `headroom-run`'s ([`headroom_run::run`]); this file turns
-//! flags into a [`headroom_run::spec::RunSpec`] (or checks them against a saved one on resume),
-//! draws progress and prints the result (docs/TRAIN.md).
-
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-use std::path::PathBuf;
+//! flags into a [`TrainJob`] (`super::train_spec`), runs it — a new run's spec resolved and
+//! planned, or a resumed one's settings checked against its saved ones —, draws progress and prints
+//! the result (docs/TRAIN.md). The field loop's training step is a [`TrainJob`] too, run here by
+//! the hidden `headroom step`.
 
 use super::Outcome;
 pub use super::train_args::Args;
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-use headroom_plan::PlanMode;
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-use headroom_run::inputs::refuse_fp16;
+use headroom_run::job::TrainJob;
 
 /// Runs `headroom train`.
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    run_with_libraries(args)
+    run_job(&super::train_spec::job_from_args(args)?)
 }
 
-/// The run folder that `--resume` names: RUN_DIR, or PROJECT/NAME.
-#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn resume_dir(args: &Args) -> anyhow::Result<Option<PathBuf>> {
-    match &args.resume {
-        None => Ok(None),
-        Some(Some(dir)) => Ok(Some(dir.clone())),
-        Some(None) => match &args.name {
-            Some(name) => Ok(Some(args.project.join(name))),
-            None => anyhow::bail!("--resume: name the run, --resume RUN_DIR (or --name NAME with --project)"),
-        },
-    }
+/// Runs `headroom train` (this build has no libtorch).
+#[cfg(not(all(feature = "onnxruntime", feature = "libtorch")))]
+pub fn run(_args: &Args) -> anyhow::Result<Outcome> {
+    Err(headroom_train::Error::FeatureDisabled { feature: "libtorch" }.into())
 }
 
+/// Runs one training as `job` asks.
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
+pub fn run_job(job: &TrainJob) -> anyhow::Result<Outcome> {
+    use headroom_plan::PlanMode;
+    use headroom_run::job::TrainRun;
     use headroom_run::run::{RunEnd, RunOptions};
     use headroom_run::spec::RunSpec;
 
     let interrupt = super::interrupt::Interrupt::install()?;
     let options = RunOptions {
-        threads: args.threads,
+        threads: job.threads,
         stop: Some(interrupt.flag()),
-        allocator: args.allocator,
-        profile: args.profile.clone().map(|path| (path, args.profile_passes as u64)),
-        prefetch: args.prefetch,
+        allocator: job.allocator,
+        profile: job.profile.clone(),
+        prefetch: job.prefetch,
     };
     let mut observer = super::train_progress::TerminalObserver::default();
-    let end = match resume_dir(args)? {
-        Some(dir) => {
+    let end = match &job.run {
+        TrainRun::Resume { dir, request } => {
             anyhow::ensure!(
-                args.plan != Some(PlanMode::Auto),
+                request.plan != Some(PlanMode::Auto),
                 "--plan auto plans a new run; --resume continues with the run's own settings"
             );
-            let saved = RunSpec::load(&headroom_run::folder::existing_run_dir(&dir)?)?;
-            let request = super::train_spec::request_from_args(args, true)?;
+            let saved = RunSpec::load(&headroom_run::folder::existing_run_dir(dir)?)?;
             request.check_resume(&saved, headroom_run::device::cuda_available())?;
-            headroom_run::run::resume(&dir, request.epochs, &options, &mut observer)?
+            headroom_run::run::resume(dir, request.epochs, &options, &mut observer)?
         }
-        None => {
+        TrainRun::New { request, project, name } => {
             // Before the spec, whose derived settings (--nbs auto, --optimizer auto) log what they chose.
-            if let Some(model) = &args.model {
-                refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
+            if let Some(model) = &request.model {
+                headroom_run::inputs::refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
             }
-            let request = super::train_spec::new_run_request(args)?;
             let mut spec = request.resolve(None, headroom_run::device::cuda_available())?;
             // --plan, or the preset's `plan` key (field-accurate plans).
             if request.plan == Some(PlanMode::Auto) {
-                let ask = headroom_run::planner::BudgetAsk {
-                    budget: args.budget.budget.clone(),
-                    reserve: args.budget.reserve.clone(),
-                    board: args.board.board.clone(),
-                    devices: args.board.devices.clone(),
-                };
-                headroom_run::planner::plan_auto(&mut spec, &ask)?;
-            } else {
-                super::plan::check_unused_sizes(&args.budget)?;
+                headroom_run::planner::plan_auto(&mut spec, &job.budget)?;
+            } else if headroom_plan::check_sizes(job.budget.budget.as_deref(), &job.budget.reserve)? {
+                tracing::warn!(
+                    "--budget and --reserve apply with --plan auto only: this run trains as given"
+                );
             }
-            let dir = headroom_run::folder::new_run_dir(&args.project, args.name.as_deref())?;
+            let dir = headroom_run::folder::new_run_dir(project, name.as_deref())?;
             headroom_run::run::start(&spec, &dir, &options, &mut observer)?
         }
     };
     match end {
         RunEnd::Finished(results) => {
-            if args.json {
+            if job.json {
                 println!("{}", serde_json::to_string_pretty(&results)?);
             }
             if tracing::enabled!(tracing::Level::INFO) {
@@ -102,7 +89,7 @@ fn run_with_libraries(args: &Args) -> anyhow::Result<Outcome> {
                 results.epochs_done,
                 results.epochs
             );
-            if args.json {
+            if job.json {
                 println!("{}", serde_json::to_string_pretty(&results)?);
             }
             Ok(Outcome::Success)
@@ -148,7 +135,8 @@ fn finished_line(results: &headroom_run::folder::RunResults) -> String {
     format!("results saved to {run}{best}{stopped}")
 }
 
+/// Runs one training as `job` asks (this build has no libtorch).
 #[cfg(not(all(feature = "onnxruntime", feature = "libtorch")))]
-fn run_with_libraries(_args: &Args) -> anyhow::Result<Outcome> {
+pub fn run_job(_job: &TrainJob) -> anyhow::Result<Outcome> {
     Err(headroom_train::Error::FeatureDisabled { feature: "libtorch" }.into())
 }

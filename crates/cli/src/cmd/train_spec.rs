@@ -1,12 +1,55 @@
-//! `headroom train`'s flags as a [`RunRequest`] (`headroom_run::request`, which resolves it into
-//! the run's spec): each flag is an `Option`, `None` when not given. A new run takes the flags
-//! given over `--preset`'s settings over headroom train's defaults ([`RunRequest::defaults`], which
-//! `--help` shows); a resumed run only the flags given, which it checks against its saved settings.
+//! `headroom train`'s flags as a [`TrainJob`] around a [`RunRequest`] (`headroom_run::request`,
+//! which resolves it into the run's spec): each flag is an `Option`, `None` when not given. A new
+//! run takes the flags given over `--preset`'s settings over headroom train's defaults
+//! ([`RunRequest::defaults`], which `--help` shows); a resumed run only the flags given, which it
+//! checks against its saved settings.
+
+use std::path::PathBuf;
 
 use headroom_plan::DeviceChoice;
+use headroom_run::job::{TrainJob, TrainRun};
+use headroom_run::planner::BudgetAsk;
 use headroom_run::request::RunRequest;
 
 use super::train_args::{Args, absolute};
+
+/// The flags as a job: a resume (`--resume`) with the flags given, else a new run.
+pub fn job_from_args(args: &Args) -> anyhow::Result<TrainJob> {
+    let run = match resume_dir(args)? {
+        Some(dir) => TrainRun::Resume { dir, request: request_from_args(args, true)? },
+        None => TrainRun::New {
+            request: new_run_request(args)?,
+            project: args.project.clone(),
+            name: args.name.clone(),
+        },
+    };
+    Ok(TrainJob {
+        run,
+        budget: BudgetAsk {
+            budget: args.budget.budget.clone(),
+            reserve: args.budget.reserve.clone(),
+            board: args.board.board.clone(),
+            devices: args.board.devices.clone(),
+        },
+        threads: args.threads,
+        allocator: args.allocator,
+        prefetch: args.prefetch,
+        profile: args.profile.clone().map(|path| (path, args.profile_passes as u64)),
+        json: args.json,
+    })
+}
+
+/// The run folder that `--resume` names: RUN_DIR, or PROJECT/NAME.
+fn resume_dir(args: &Args) -> anyhow::Result<Option<PathBuf>> {
+    match &args.resume {
+        None => Ok(None),
+        Some(Some(dir)) => Ok(Some(dir.clone())),
+        Some(None) => match &args.name {
+            Some(name) => Ok(Some(args.project.join(name))),
+            None => anyhow::bail!("--resume: name the run, --resume RUN_DIR (or --name NAME with --project)"),
+        },
+    }
+}
 
 /// The flags given, as a request (`resuming`: of a saved run, where `--devices` needs `--board`).
 pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunRequest> {

@@ -6,7 +6,30 @@ use std::process::{Command, Output};
 /// A command for the `headroom` binary under test. Under the aarch64 cross test (docs/CROSS.md)
 /// the binary runs through `HEADROOM_TEST_RUNNER` (qemu), since the kernel cannot execute it.
 pub fn headroom_command() -> Command {
-    let bin = env!("CARGO_BIN_EXE_headroom");
+    command_of(std::path::Path::new(env!("CARGO_BIN_EXE_headroom")))
+}
+
+/// The variable of the faulty binary's kill point ([`faulty_command`]).
+#[allow(dead_code)]
+pub const KILL_AT: &str = "HEADROOM_FIELD_KILL_AT";
+
+/// A command for the `headroom` binary with kill points (crates/cli/examples/faulty.rs: `KILL_AT`
+/// names where it SIGKILLs itself), which `cargo test` builds beside this test's folder.
+#[allow(dead_code)]
+pub fn faulty_command() -> Command {
+    let exe = std::env::current_exe().expect("this test's path");
+    let profile = exe.parent().and_then(std::path::Path::parent).expect("target/<profile>/deps/<test>");
+    let bin = profile.join("examples/faulty");
+    assert!(
+        bin.is_file(),
+        "{}: not built; `cargo test` builds it, or `cargo build -p headroom-cli --example faulty`",
+        bin.display()
+    );
+    command_of(&bin)
+}
+
+/// `bin` as a command, through `HEADROOM_TEST_RUNNER` when it is set.
+fn command_of(bin: &std::path::Path) -> Command {
     match std::env::var_os("HEADROOM_TEST_RUNNER") {
         Some(runner) if !runner.is_empty() => {
             let mut command = Command::new(runner);
@@ -275,10 +298,15 @@ pub mod field {
         .collect()
     }
 
-    /// Runs `headroom ARGS` with no Python reachable (an empty PATH) and these variables.
+    /// Runs `headroom ARGS` with no Python reachable (an empty PATH) and these variables; with a
+    /// kill point among them, the faulty binary ([`super::faulty_command`]).
     pub fn run(args: &[String], env: &[(&str, &str)]) -> Output {
-        let mut command = headroom_command();
-        command.args(args).env("PATH", "").env_remove("HEADROOM_FIELD_KILL_AT").env_remove("TRTEXEC");
+        let mut command = if env.iter().any(|(k, _)| *k == super::KILL_AT) {
+            super::faulty_command()
+        } else {
+            headroom_command()
+        };
+        command.args(args).env("PATH", "").env_remove(super::KILL_AT).env_remove("TRTEXEC");
         for (k, v) in env {
             command.env(k, v);
         }

@@ -12,7 +12,7 @@ use clap::Parser as _;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
-use crate::cmd::Cli;
+use headroom_cli::cmd::Cli;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -1,5 +1,7 @@
 //! Pseudo-labelling with a teacher detector: `headroom label` (docs/LABEL.md).
 //!
+//! - [`job`]: one `headroom label` as a value ([`job::LabelJob`]: the flags', or the field loop's
+//!   label step's, serialized for its child).
 //! - [`class_map`]: teacher → student classes.
 //! - [`output`]: the output dataset, resuming, human-label protection, atomic per-image writes.
 //! - [`pipeline`] (feature `onnxruntime`): worker threads → inference → writer, bounded queues.
@@ -9,6 +11,7 @@
 //! - [`preview`]: `labels_preview.jpg`, some labelled images with their boxes.
 
 pub mod class_map;
+pub mod job;
 pub mod manifest;
 pub mod output;
 #[cfg(feature = "onnxruntime")]

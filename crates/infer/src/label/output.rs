@@ -273,7 +273,8 @@ pub fn image_records(
 }
 
 /// How an image is put into `DATASET/images`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Placement {
     /// A symbolic link to the image under `--images` (no space taken; follows the file).
     #[default]

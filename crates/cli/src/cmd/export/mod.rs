@@ -9,8 +9,9 @@
 //! - `--engine`: TensorRT engines built with trtexec where it exists, else the command to run on
 //!   the device.
 //!
-//! The work is `headroom_export::export`; this file maps the flags to its request, draws its
-//! progress, and prints its report. The files of one export appear together or not at all; Ctrl-C
+//! The work is `headroom_export::export`; this file maps the flags to a job
+//! (`headroom_export::ExportJob`, which the field loop's export step hands its child too), runs it,
+//! draws its progress, and prints its report. The files of one export appear together or not at all; Ctrl-C
 //! or SIGTERM stops at the next stage, publishes nothing and exits 130 or 143.
 //!
 //! Details in docs/ONNX.md ("FP16 export", "INT8 export", "Writing the files").
@@ -20,10 +21,13 @@ mod qat;
 use std::cell::RefCell;
 use std::path::PathBuf;
 
-use headroom_export::{
-    Board, Calibration, EngineSettings, ExportReport, ExportRequest, Exported, Int8Settings, Stage,
+use headroom_export::job::{
+    DEFAULT_CALIB_IMAGES, DEFAULT_PERCENTILE, DEFAULT_QAT_EPOCHS, DEFAULT_TRT_VERSION,
 };
-use headroom_infer::provider::SessionOptions;
+use headroom_export::{
+    Board, Calibration, EngineSettings, ExportJob, ExportReport, ExportRequest, Exported, Int8Settings,
+    QatSettings, Stage,
+};
 use headroom_onnx::quant::Method;
 
 use super::Outcome;
@@ -64,7 +68,7 @@ pub struct Args {
     /// At most this many calibration images, evenly spread over the sorted list. An image that
     /// cannot be used (empty, truncated, under 10 pixels a side, not decodable) is skipped with a
     /// warning, as `headroom label` skips it; calibration fails only when none is left.
-    #[arg(long, default_value_t = 500, value_parser = super::provider_args::count_arg::<1, 100000>)]
+    #[arg(long, default_value_t = DEFAULT_CALIB_IMAGES, value_parser = super::provider_args::count_arg::<1, 100000>)]
     pub calib_images: usize,
     /// Which calibration images are too new to read yet.
     #[command(flatten)]
@@ -76,7 +80,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
     pub method: MethodArg,
     /// The percentile kept by `--method percentile` (and auto's percentile candidate).
-    #[arg(long, default_value_t = 99.99, value_parser = percentile_arg)]
+    #[arg(long, default_value_t = DEFAULT_PERCENTILE, value_parser = percentile_arg)]
     pub percentile: f64,
     /// Keep the Convs whose INT8 error is largest in float until the mAP50-95 drop on --data's val
     /// split is at most --max-drop (Convs ranked by the output error each causes alone).
@@ -94,14 +98,14 @@ pub struct Args {
     #[arg(long, value_name = "DATA.yaml", requires = "int8")]
     pub qat: Option<PathBuf>,
     /// Epochs of --qat's fine-tuning.
-    #[arg(long, default_value_t = 3, requires = "qat", value_parser = super::provider_args::count_arg::<1, 1000>)]
+    #[arg(long, default_value_t = DEFAULT_QAT_EPOCHS, requires = "qat", value_parser = super::provider_args::count_arg::<1, 1000>)]
     pub qat_epochs: usize,
     /// Input size for calibrating a model with a dynamic input (written into the exported files'
     /// `imgsz` metadata).
     #[arg(long, value_parser = super::provider_args::whole_arg::<u32>, value_name = "N")]
     pub imgsz: Option<u32>,
     /// The TensorRT version the calibration cache and engine names are for (JetPack 6.1/6.2: 10.3.0).
-    #[arg(long, default_value = "10.3.0", value_name = "X.Y.Z")]
+    #[arg(long, default_value_t = DEFAULT_TRT_VERSION, value_name = "X.Y.Z")]
     pub trt_version: headroom_trt::TrtVersion,
     /// Build TensorRT engines of the exported files (fp16 from the FP32 model, int8 from the Q/DQ
     /// model) with trtexec; without trtexec, print the command to run on the device and exit 1.
@@ -156,8 +160,8 @@ fn drop_arg(text: &str) -> Result<f64, String> {
 }
 
 impl Args {
-    /// The request these flags make.
-    fn request(&self) -> anyhow::Result<ExportRequest> {
+    /// The job these flags make.
+    fn job(&self) -> anyhow::Result<ExportJob> {
         let int8 = if self.int8 {
             let calib = self.calib.clone();
             let calib = calib
@@ -184,30 +188,25 @@ impl Args {
             trtexec: self.trtexec.clone(),
             workspace: self.workspace,
         });
-        Ok(ExportRequest {
+        let export = ExportRequest {
             model: self.model.clone(),
             fp16: self.fp16,
             int8,
             imgsz: self.imgsz,
             trt_version: self.trt_version,
             engine,
-            session: self.session_options()?,
+            session: Default::default(),
             out: self.out.clone(),
             data: self.data.clone(),
             force: self.force,
-        })
-    }
-
-    /// ONNX Runtime on `--device`: the CPU, or the CUDA provider on the GPU named (`auto`: the
-    /// first, when this build has the provider and one is visible).
-    fn session_options(&self) -> anyhow::Result<SessionOptions> {
-        let request = headroom_infer::provider::SessionRequest {
-            device: self.device,
-            providers: None,
-            fallback: false,
-            ..headroom_infer::provider::SessionRequest::cpu(self.threads)
         };
-        Ok(request.options()?)
+        Ok(ExportJob {
+            export,
+            device: self.device,
+            threads: self.threads,
+            qat: self.qat.clone().map(|data| QatSettings { data, epochs: self.qat_epochs }),
+            json: self.json,
+        })
     }
 }
 
@@ -242,10 +241,15 @@ impl headroom_export::Observer for Terminal {
 /// Runs `headroom export`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     anyhow::ensure!(args.fp16 || args.int8, "nothing to export: ask for --fp16 and/or --int8");
-    let mut request = args.request()?;
+    run_job(&args.job()?)
+}
+
+/// Runs one export as `job` asks.
+pub fn run_job(job: &ExportJob) -> anyhow::Result<Outcome> {
+    let mut request = job.request()?;
     let terminal = Terminal { bar: RefCell::new(None), interrupt: Interrupt::install()? };
-    if let Some(data) = &args.qat {
-        match qat::fine_tune(args, data, &request, &terminal)? {
+    if let Some(qat) = &job.qat {
+        match qat::fine_tune(job, qat, &request, &terminal)? {
             Some(tuned) => request = tuned,
             None => {
                 let signal = terminal.interrupt.signal().unwrap_or(libc::SIGINT);
@@ -265,18 +269,19 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Interrupted(signal));
         }
     };
-    print_report(args, &report)?;
+    print_report(job.json, &report)?;
     match &report.engines_not_built {
         Some(message) => {
-            eprintln!("{message}");
+            // In the words the field loop keeps with a failed step (its last `error:` line).
+            eprintln!("error: {message}");
             Ok(Outcome::CheckFailed)
         }
         None => Ok(Outcome::Success),
     }
 }
 
-fn print_report(args: &Args, report: &ExportReport) -> anyhow::Result<()> {
-    if args.json {
+fn print_report(json: bool, report: &ExportReport) -> anyhow::Result<()> {
+    if json {
         println!("{}", serde_json::to_string_pretty(report)?);
     } else {
         print!("{report}");

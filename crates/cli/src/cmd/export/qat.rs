@@ -8,22 +8,24 @@
 //! 3. The export then goes on from the last epoch's FP32 weights (`OUT/<stem>.qat/<stem>.onnx`), its
 //!    INT8 file written at the same activation scales: the file computes what the training saw.
 
+#[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 use std::path::Path;
 
-use headroom_export::ExportRequest;
+use headroom_export::{ExportJob, ExportRequest, QatSettings};
 
-use super::{Args, Terminal};
+use super::Terminal;
 
 /// The request of the export after fine-tuning (its model the fine-tuned FP32 file, its INT8 at
 /// the scales trained with); `None` when a signal stopped it.
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 pub(super) fn fine_tune(
-    args: &Args,
-    data: &Path,
+    job: &ExportJob,
+    qat: &QatSettings,
     request: &ExportRequest,
     terminal: &Terminal,
 ) -> anyhow::Result<Option<ExportRequest>> {
     use anyhow::Context as _;
+    let data = qat.data.as_path();
     use headroom_export::{Calibration, Exported};
     use headroom_run::request::RunRequest;
     use headroom_run::run::{RunEnd, RunOptions};
@@ -66,10 +68,10 @@ pub(super) fn fine_tune(
         model: Some(model.clone()),
         data: Some(data),
         part: Some(headroom_onnx::Trainable::Freeze(0)),
-        device: Some(headroom_run::device::torch_text(args.device)),
+        device: Some(headroom_run::device::torch_text(job.device)),
         qat: Some(ptq_file.clone()),
         teacher: Some(model.clone()),
-        epochs: Some(args.qat_epochs),
+        epochs: Some(qat.epochs),
         optimizer: Some(Some(headroom_plan::Optimizer::AdamW)),
         lr0: Some(QAT_LR0),
         imgsz: request.imgsz.map(|n| Some(n as usize)),
@@ -78,7 +80,7 @@ pub(super) fn fine_tune(
     .or(RunRequest::defaults());
     let spec = run_request.resolve(None, headroom_run::device::cuda_available())?;
     let options = RunOptions {
-        threads: args.threads,
+        threads: job.threads,
         stop: Some(terminal.interrupt.flag()),
         allocator: Default::default(),
         profile: None,
@@ -86,7 +88,7 @@ pub(super) fn fine_tune(
     };
     tracing::info!(
         "quantization-aware training, 2 of 3: {} epochs on {} with {} Convs fake-quantized, into {}",
-        args.qat_epochs,
+        qat.epochs,
         spec.data.display(),
         headroom_run::qat::sites(&ptq_file, &headroom_onnx::Model::load(&model)?)?.len(),
         train_dir.display()
@@ -132,8 +134,8 @@ const QAT_LR0: f64 = 1e-4;
 /// This build cannot train.
 #[cfg(not(all(feature = "onnxruntime", feature = "libtorch")))]
 pub(super) fn fine_tune(
-    _args: &Args,
-    _data: &Path,
+    _job: &ExportJob,
+    _qat: &QatSettings,
     _request: &ExportRequest,
     _terminal: &Terminal,
 ) -> anyhow::Result<Option<ExportRequest>> {

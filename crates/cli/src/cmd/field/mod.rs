@@ -1,10 +1,11 @@
 //! `headroom field`: the nightly field loop as one command (docs/FIELD.md).
 //!
-//! `field run`: label the new images (each once per content) → plan for this device → train
-//! (resumable) → export → the gate on a holdout and the old scenes → deploy only if it passes →
+//! `field run`: label the new images (each once per content) → train (planned for this device,
+//! resumable) → export → the gate on a holdout and the old scenes → deploy only if it passes →
 //! summary JSON and a Markdown report. Each step is the matching `headroom` verb run as a child
-//! process of this binary (its memory is the system's again when it ends; a kill of this process
-//! takes the child with it), except the gate, which evaluates in this process. Steps mark
+//! process of this binary, handed a typed request (`headroom step FILE`; its memory is the
+//! system's again when it ends; a kill of this process takes the child with it), except the gate,
+//! which evaluates in this process. Steps mark
 //! themselves done in `<work>/run/state.json`; a rerun after a kill at any moment continues.
 //!
 //! The loop itself is `headroom_field::field_run::FieldRun`; this module parses the flags, checks
@@ -25,7 +26,7 @@ use headroom_field::ask::FieldAsk;
 use headroom_field::detector::class_names;
 use headroom_field::field_run::{self, FieldRun};
 use headroom_field::inputs::{Given, absolute_file, check_inputs, work_dir};
-use headroom_field::runner::ChildRunner;
+use headroom_field::runner::{ChildRunner, StepRunner};
 use headroom_field::{deploy, deployment, gate, preset, served};
 use headroom_infer::provider::ExecutionProvider;
 use headroom_plan::DeviceChoice;
@@ -44,7 +45,8 @@ pub struct Args {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 pub enum FieldCommand {
-    /// One night of the loop: label → plan → train → export → gate → deploy only if better.
+    /// One night of the loop: label → train (planned for the board) → export → gate → deploy only
+    /// if better.
     ///
     /// Exit 0 when it ends (deployed or kept), 2 on an error (nothing half-deployed; a rerun
     /// continues), 3 when another field run holds the lock, 130/143 when stopped by a signal.
@@ -203,10 +205,10 @@ pub struct RollbackArgs {
     pub work: Option<PathBuf>,
 }
 
-/// Runs `headroom field`.
-pub fn run(args: &Args) -> anyhow::Result<Outcome> {
+/// Runs `headroom field`, with `hooks` around the loop (none in the binary).
+pub fn run(args: &Args, hooks: &crate::Hooks) -> anyhow::Result<Outcome> {
     match &args.command {
-        FieldCommand::Run(args) => run_field(args),
+        FieldCommand::Run(args) => run_field(args, hooks),
         FieldCommand::Rollback(args) => {
             // The deployed file may be missing: `.prev` is put in its place.
             anyhow::ensure!(
@@ -220,7 +222,11 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
             deploy::remove_stale_temporaries(&deployed, &work)?;
             deployment::reconcile_engine(&deployed, &work)?;
-            let sha = deploy::rollback(&deployed, &work)?;
+            let sha = deploy::rollback(&deployed, &work, &mut |point| {
+                if let Some(at) = hooks.rollback_at {
+                    at(point);
+                }
+            })?;
             // The engine built with the model now deployed comes back beside it.
             deployment::reconcile_engine(&deployed, &work)?;
             eprintln!("rolled back: {} is now sha256 {sha}", deployed.display());
@@ -319,9 +325,9 @@ struct Left {
 }
 
 /// `field run`: one night, then its metrics (`--metrics`), whatever the night's end.
-fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
+fn run_field(args: &RunArgs, hooks: &crate::Hooks) -> anyhow::Result<Outcome> {
     let mut left = Left::default();
-    let result = night(args, &mut left);
+    let result = night(args, &mut left, hooks);
     if let Some(file) = &args.metrics {
         use headroom_field::metrics::Night;
         let (exit, night) = match (&result, &left) {
@@ -341,7 +347,7 @@ fn run_field(args: &RunArgs) -> anyhow::Result<Outcome> {
     result
 }
 
-fn night(args: &RunArgs, left: &mut Left) -> anyhow::Result<Outcome> {
+fn night(args: &RunArgs, left: &mut Left, hooks: &crate::Hooks) -> anyhow::Result<Outcome> {
     let inputs = check_inputs(Given {
         images: &args.images,
         teacher: &args.teacher,
@@ -408,13 +414,17 @@ fn night(args: &RunArgs, left: &mut Left) -> anyhow::Result<Outcome> {
     }
     field_run.keep_board(&device)?;
     let interrupt = super::interrupt::Interrupt::install()?;
-    let mut runner = ChildRunner::new(
+    let children = ChildRunner::new(
         std::env::current_exe().context("finding this binary")?,
         !tracing::enabled!(tracing::Level::INFO),
         Box::new(move || interrupt.signal()),
     );
+    let mut runner: Box<dyn StepRunner> = match hooks.runner {
+        Some(wrap) => wrap(children),
+        None => Box::new(children),
+    };
     let session = provider_session(args.device, args.ep.as_deref(), args.threads)?;
-    match field_run.run(&steps, &mut runner, &session)? {
+    match field_run.run(&steps, runner.as_mut(), &session)? {
         field_run::Outcome::Stopped(signal) => Ok(stopped(Outcome::Interrupted(signal))),
         field_run::Outcome::Finished(summary) => {
             if args.json {

@@ -1,0 +1,96 @@
+//! One `headroom train` as a value, [`TrainJob`]: what the command line's flags ask, or what the
+//! field loop asks of its training step. The binary runs both the same way (the flags become a job
+//! first); the loop hands its child the job serialized (`headroom_field::request`), so that a
+//! setting it passes on is a field the compiler checks, not a flag spelled at run time.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::planner::BudgetAsk;
+use crate::request::RunRequest;
+
+/// One training: a new run or a resumed one, and how it is carried out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainJob {
+    /// What is trained.
+    pub run: TrainRun,
+    /// The budget `--plan auto` fits (a new run that plans). Without planning its sizes are
+    /// checked all the same (a typo is an error, not silence) and a warning says they change
+    /// nothing.
+    pub budget: BudgetAsk,
+    /// libtorch and ONNX Runtime threads (0: their defaults).
+    #[serde(default)]
+    pub threads: usize,
+    /// How the C allocator returns freed memory.
+    #[serde(default)]
+    pub allocator: headroom_train::memory_guard::Allocator,
+    /// Whether the next batch is prepared on a second thread.
+    #[serde(default)]
+    pub prefetch: headroom_plan::Prefetch,
+    /// A trace of libtorch's ops over this many passes, and where to write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<(PathBuf, u64)>,
+    /// Print the results as JSON on stdout.
+    #[serde(default)]
+    pub json: bool,
+}
+
+/// A new run or a resumed one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum TrainRun {
+    /// A new run in `project/name` (`name` None: the next free `train`, `train2` …), trained as
+    /// `request` asks: complete, the flags given over a preset over [`RunRequest::defaults`].
+    New {
+        /// Every setting.
+        request: RunRequest,
+        /// The folder of runs.
+        project: PathBuf,
+        /// The run's folder in it.
+        name: Option<String>,
+    },
+    /// The run in `dir` continued; `request` holds only the settings asked (checked against the
+    /// run's own: only `epochs` may differ).
+    Resume {
+        /// The run's folder.
+        dir: PathBuf,
+        /// The settings asked.
+        request: RunRequest,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_round_trips_through_json() {
+        let new = TrainJob {
+            run: TrainRun::New {
+                request: RunRequest { epochs: Some(3), ..RunRequest::defaults() },
+                project: "/srv/run".into(),
+                name: Some("train".into()),
+            },
+            budget: BudgetAsk {
+                reserve: "600MiB".into(),
+                board: Some("orin-nano-4".into()),
+                ..BudgetAsk::default()
+            },
+            threads: 2,
+            allocator: headroom_train::memory_guard::Allocator::default(),
+            prefetch: headroom_plan::Prefetch::Auto,
+            profile: None,
+            json: true,
+        };
+        let resume = TrainJob {
+            run: TrainRun::Resume { dir: "/srv/run/train".into(), request: RunRequest::default() },
+            ..new.clone()
+        };
+        for job in [new, resume] {
+            let json = serde_json::to_string(&job).expect("json");
+            assert_eq!(serde_json::from_str::<TrainJob>(&json).expect("back"), job, "{json}");
+        }
+    }
+}
