@@ -42,7 +42,8 @@ pub struct TrainJob {
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum TrainRun {
     /// A new run in `project/name` (`name` None: the next free `train`, `train2` …), trained as
-    /// `request` asks: complete, the flags given over a preset over [`RunRequest::defaults`].
+    /// `request` asks: complete, the flags given over a preset over [`RunRequest::defaults`]. Its
+    /// `device` None is `auto`, which the process that trains decides (the GPU its libtorch sees).
     New {
         /// Every setting.
         request: RunRequest,

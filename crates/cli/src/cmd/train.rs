@@ -53,6 +53,15 @@ pub fn run_job(job: &TrainJob) -> anyhow::Result<Outcome> {
             if let Some(model) = &request.model {
                 headroom_run::inputs::refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
             }
+            // A device not asked (the field loop's `--device auto`) is this libtorch's `auto`: the
+            // GPU when it sees one. Left unset, the spec would train on the CPU.
+            let request = match request.device {
+                Some(_) => request.clone(),
+                None => headroom_run::request::RunRequest {
+                    device: Some(headroom_run::device::torch_text(headroom_plan::DeviceChoice::Auto)),
+                    ..request.clone()
+                },
+            };
             let mut spec = request.resolve(None, headroom_run::device::cuda_available())?;
             // --plan, or the preset's `plan` key (field-accurate plans).
             if request.plan == Some(PlanMode::Auto) {
