@@ -63,15 +63,6 @@ impl Precision {
         }
     }
 
-    /// The `headroom export` flag that writes it (none for FP32).
-    pub fn export_flag(self) -> Option<&'static str> {
-        match self {
-            Precision::Fp32 => None,
-            Precision::Fp16 => Some("--fp16"),
-            Precision::Int8 => Some("--int8"),
-        }
-    }
-
     /// Whether `engine` (an export report's engine precision: `fp16`, `int8-qdq`, `int8-cache`)
     /// runs this precision's file.
     pub fn runs_engine(self, engine: &str) -> bool {

@@ -240,7 +240,6 @@ impl headroom_export::Observer for Terminal {
 
 /// Runs `headroom export`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(args.fp16 || args.int8, "nothing to export: ask for --fp16 and/or --int8");
     run_job(&args.job()?)
 }
 
