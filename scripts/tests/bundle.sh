@@ -72,11 +72,17 @@ if [ -z "$tarball" ]; then
   echo "FAIL no $pattern in $tmp/dist: nothing else to test" >&2
   exit 1
 fi
+# bundle.sh's own unpacked copy is not needed here, and it is as big as what unpacks below (500 MB
+# for x86_64, 4 GB for JetPack 7): gone first, so the disk holds two copies at most, not three.
+rm -rf "${tarball%.tar.gz}"
 mkdir "$tmp/unpacked"
+# shellcheck source=../lib/disk.sh
+source "$root/scripts/lib/disk.sh"
+# Unpacked, a bundle is about twice its tarball (libraries compress by half); a margin on top.
+check "room to unpack the tarball" headroom_need_disk "$tmp" $(( $(du -m "$tarball" | cut -f1) * 5 / 2 + 512 )) "unpacking $(basename "$tarball")"
 check "the tarball unpacks into an empty folder" tar -C "$tmp/unpacked" -xzf "$tarball"
 b=$(find "$tmp/unpacked" -mindepth 1 -maxdepth 1 -type d -print -quit)
 b=${b:-$tmp/unpacked/missing}
-rm -rf "${tarball%.tar.gz}"   # bundle.sh's own unpacked copy: not needed here (500 MB)
 echo "     bundle: $(du -m "$tarball" | cut -f1) MB packed, $(du -sm "$b" | cut -f1) MB unpacked"
 
 has_layout() {
