@@ -41,6 +41,9 @@ cargo fmt --all --check || fail "formatting: run 'cargo fmt --all'"
 stage "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
 
+stage "a renamed RunRequest field breaks the field loop's build where it sets it (scripts/tests/request_rename.py)"
+python3 scripts/tests/request_rename.py || fail "the field loop against a renamed RunRequest field (see the FAIL lines above)"
+
 stage "cargo test --workspace (libtorch and ONNX Runtime linked)"
 cargo test --workspace --locked || fail "cargo test"
 

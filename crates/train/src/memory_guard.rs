@@ -332,8 +332,8 @@ pub fn set_allocator(allocator: Allocator) -> bool {
             ok = set == 1;
         }
         if allocator == Allocator::Pooled {
-            let slack = std::env::var("HEADROOM_CPU_POOL_SLACK").ok().and_then(|s| s.parse().ok());
-            ok &= crate::cpu_pool::install(slack.unwrap_or(crate::cpu_pool::DEFAULT_SLACK));
+            // The slack is the planner's too (headroom_plan::memory::POOL_SLACK): not a knob.
+            ok &= crate::cpu_pool::install(crate::cpu_pool::DEFAULT_SLACK);
         }
         ok
     }
