@@ -377,14 +377,6 @@ pub fn table(
         if !by_op.is_empty() {
             let _ = writeln!(s, "kept for backward by op (plain backward, MiB): {}", by_op.join(", "));
         }
-        if plan.chosen.is_some() {
-            let _ = writeln!(
-                s,
-                "train with: headroom train --model {} {}",
-                model.display(),
-                c.estimate.setup.train_flags()
-            );
-        }
     }
     s
 }

@@ -84,27 +84,27 @@ impl Setup {
         };
         Ok(Setup { trainable, batch, imgsz, checkpoint: false, ..Setup::default() })
     }
+}
 
-    /// The flags of `headroom train` that run this configuration.
-    pub fn train_flags(&self) -> String {
+/// A configuration in words, as a log line says what a plan chose: `all, batch 2, 640x640,
+/// checkpointed, AMP, features cached` (the command line's flags are the CLI's to write).
+impl std::fmt::Display for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let part = match self.trainable {
             Trainable::Freeze(0) => "all".to_string(),
             other => other.to_string(),
         };
-        let mut flags = format!("--train {part} --batch {} --imgsz {}", self.batch, self.imgsz[0]);
-        if !self.checkpoint {
-            flags.push_str(" --no-checkpoint");
-        }
+        write!(f, "{part}, batch {}, {}x{}", self.batch, self.imgsz[1], self.imgsz[0])?;
+        f.write_str(if self.checkpoint { ", checkpointed" } else { ", not checkpointed" })?;
         if self.amp {
-            flags.push_str(" --amp");
+            f.write_str(", AMP")?;
         }
         if self.cache_features {
-            // It turns train's default augmentation off itself.
-            flags.push_str(" --cache-features");
+            f.write_str(", features cached")?;
         } else if !self.augment {
-            flags.push_str(" --mosaic 0 --scale 0 --translate 0 --hsv 0,0,0");
+            f.write_str(", no augmentation")?;
         }
-        flags
+        Ok(())
     }
 }
 
@@ -366,6 +366,19 @@ impl<'a> Planner<'a> {
     /// A planner for `model` (inspected as `inspection`) with `runtime` bytes of runtime overhead.
     pub fn new(model: &'a Model, inspection: &'a Inspection, runtime: u64) -> Planner<'a> {
         Planner { model, inspection, runtime, discrete: false, graphs: HashMap::new() }
+    }
+
+    /// The planner of a run on `board` training on `runs_on`: the runtime's fixed cost there
+    /// ([`DevicePreset::runtime_bytes_on`]), and [`Planner::discrete`] on a GPU of the board's own
+    /// memory. `headroom plan`, `--plan auto` and a run's recorded estimate all set it up so.
+    pub fn on(
+        model: &'a Model,
+        inspection: &'a Inspection,
+        board: &crate::DevicePreset,
+        runs_on: crate::RunsOn,
+    ) -> Planner<'a> {
+        let planner = Planner::new(model, inspection, board.runtime_bytes_on(runs_on.is_gpu()));
+        if runs_on.is_gpu() && !board.unified { planner.discrete() } else { planner }
     }
 
     /// For a discrete GPU, whose budget is its own memory: only what lives on the device counts —

@@ -165,6 +165,28 @@ fn a_discrete_gpu_counts_only_what_lives_on_it() {
     assert!(unified.components.allocator > 0);
     assert!(discrete.peak < unified.peak);
     assert_eq!(discrete.components.training_peak(), unified.components.training_peak());
+
+    // The one set-up every caller uses: discrete only when training on the discrete board's GPU,
+    // the runtime's cost of the side that trains.
+    let devices = headroom_plan::builtin_devices().expect("builtins");
+    let gpu8 = headroom_plan::find_device(&devices, "gpu-8").expect("gpu-8");
+    let on = |runs_on| Planner::on(&model, &inspection, gpu8, runs_on).estimate(&s).expect("estimate");
+    let on_gpu = on(headroom_plan::RunsOn::Cuda(0));
+    let on_cpu = on(headroom_plan::RunsOn::Cpu);
+    assert_eq!(on_gpu.components.weights, discrete.components.weights);
+    assert_eq!(on_gpu.components.runtime, gpu8.runtime_bytes_on(true));
+    assert_eq!(on_cpu.components.weights, unified.components.weights);
+    assert_eq!(on_cpu.components.runtime, gpu8.runtime_bytes_on(false));
+}
+
+#[test]
+fn a_setup_reads_in_words_not_flags() {
+    let mut s = setup(Trainable::NeckHead, 2, true, 160);
+    assert_eq!(s.to_string(), "neck+head, batch 2, 160x160, checkpointed, no augmentation");
+    s.trainable = Trainable::Freeze(0);
+    (s.checkpoint, s.amp, s.cache_features) = (false, true, true);
+    assert_eq!(s.to_string(), "all, batch 2, 160x160, not checkpointed, AMP, features cached");
+    assert!(!s.to_string().contains("--"), "{s}");
 }
 
 #[test]

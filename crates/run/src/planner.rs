@@ -41,11 +41,53 @@ pub fn setup_of(
     }
 }
 
+/// Where a fit ladder starts, as asked: `headroom plan`'s flags, or a run's spec (`--plan auto`).
+/// Both build their first [`Setup`] here ([`LadderStart::setup`]) and their planner with
+/// [`Planner::on`].
+#[derive(Debug, Clone)]
+pub struct LadderStart<'a> {
+    /// What trains.
+    pub part: Trainable,
+    /// The input size (`None`: the export's).
+    pub imgsz: Option<u32>,
+    /// Images per pass.
+    pub batch: usize,
+    /// Checkpointed from the start (`headroom plan`, as train's default) or left to the ladder
+    /// (`--plan auto` starts without: docs/PLAN.md).
+    pub checkpoint: bool,
+    /// The optimiser.
+    pub optimizer: headroom_plan::Optimizer,
+    /// What runs the frozen trunk.
+    pub trunk: TrunkRuntime,
+    /// Augmentation that changes the trunk's input pixels.
+    pub augment: bool,
+    /// The run's data.yaml files (their largest frame counts: [`frame_of_data`]).
+    pub data: Vec<&'a std::path::Path>,
+    /// A dense-distillation teacher, whose weights, forward and outputs count.
+    pub teacher: Option<&'a std::path::Path>,
+}
+
+impl LadderStart<'_> {
+    /// The ladder's first configuration for a model inspected as `inspection`.
+    pub fn setup(&self, inspection: &Inspection) -> crate::Result<Setup> {
+        let mut start = Setup::start(inspection, self.part, self.imgsz, self.batch)?;
+        start.checkpoint = self.checkpoint;
+        start.optimizer = self.optimizer;
+        start.trunk = self.trunk;
+        start.augment = self.augment;
+        start.frame = frame_of_data(self.data.iter().copied());
+        if let Some(teacher) = self.teacher {
+            start.teacher = Some(TeacherCost::of_file(teacher, start.imgsz)?);
+        }
+        Ok(start)
+    }
+}
+
 /// [`Setup::frame`] of data.yaml files (train and val), before they are loaded: every file's
 /// header is read. A data.yaml that cannot be read counts nothing (loading it names the fault).
-pub fn frame_of_data<'a>(data: impl IntoIterator<Item = &'a std::path::PathBuf>) -> u64 {
+pub fn frame_of_data<P: AsRef<std::path::Path>>(data: impl IntoIterator<Item = P>) -> u64 {
     data.into_iter()
-        .filter_map(|path| headroom_core::dataset::DataConfig::load(path).ok())
+        .filter_map(|path| headroom_core::dataset::DataConfig::load(path.as_ref()).ok())
         .map(|config| headroom_core::dataset::largest_frame_cost(&config))
         .max()
         .unwrap_or(0)
@@ -98,10 +140,8 @@ impl PlannerCheck {
         setup: &Setup,
         gpu: bool,
     ) -> PlannerCheck {
-        let mut planner = Planner::new(model, inspection, preset.runtime_bytes_on(gpu));
-        if !preset.unified {
-            planner = planner.discrete();
-        }
+        let runs_on = if gpu { headroom_plan::RunsOn::Cuda(0) } else { headroom_plan::RunsOn::Cpu };
+        let mut planner = Planner::on(model, inspection, preset, runs_on);
         let device = preset.name.clone();
         match planner.estimate(setup) {
             Ok(e) => PlannerCheck {
@@ -255,26 +295,25 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
     let gpu = runs_on.is_gpu();
     let model = Model::load(&spec.model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
-    let imgsz = spec.settings.imgsz[0];
-    let mut start = Setup::start(&inspection, spec.part, Some(imgsz), spec.settings.batch)?;
-    start.optimizer = spec.settings.optimizer;
-    start.trunk = spec.trunk;
-    start.amp = false;
-    start.augment = spec.settings.augment.changes_pixels();
-    start.frame = frame_of_data(std::iter::once(&spec.data).chain(&spec.replay));
-    if let Some(teacher) = &spec.teacher {
-        start.teacher = Some(TeacherCost::of_file(teacher, start.imgsz)?);
+    let start = LadderStart {
+        part: spec.part,
+        imgsz: Some(spec.settings.imgsz[0]),
+        batch: spec.settings.batch,
+        checkpoint: false,
+        optimizer: spec.settings.optimizer,
+        trunk: spec.trunk,
+        augment: spec.settings.augment.changes_pixels(),
+        data: std::iter::once(&spec.data).chain(&spec.replay).map(|p| p.as_path()).collect(),
+        teacher: spec.teacher.as_deref(),
     }
+    .setup(&inspection)?;
     let budget = headroom_plan::budget_on(
         (ask.budget.as_deref(), &ask.reserve),
         &preset,
         runs_on,
         (ask.board.as_deref(), ask.devices.as_deref(), &headroom_plan::System::host()),
     )?;
-    let mut planner = Planner::new(&model, &inspection, preset.runtime_bytes_on(gpu));
-    if !preset.unified && gpu {
-        planner = planner.discrete();
-    }
+    let mut planner = Planner::on(&model, &inspection, &preset, runs_on);
     let found = headroom_plan::plan(&mut planner, &start, budget.bytes, gpu)?;
     let Some(chosen) = found.chosen.and_then(|i| found.candidates.get(i)) else {
         return Err(crate::Error::Request(format!(
@@ -312,7 +351,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
         format_size(found.budget),
         chosen.rung,
         format_size(chosen.estimate.peak),
-        setup.train_flags()
+        setup
     );
     let s = &mut spec.settings;
     s.batch = setup.batch;

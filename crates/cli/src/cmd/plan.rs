@@ -105,7 +105,6 @@ fn budget_arg(text: &str) -> Result<String, String> {
 
 /// Runs `headroom plan`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    let trainable = args.train;
     let model = headroom_onnx::Model::load(&args.model)?;
     #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
     headroom_run::inputs::refuse_fp16(&args.model, &model)?;
@@ -114,25 +113,25 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         .resolve_board(args.board.board.as_deref().unwrap_or("auto"), args.board.devices.as_deref())?;
     let runs_on = args.device.planned_on(&device);
     let budget = budget(&args.plan, &device, runs_on, &args.board)?;
-    let mut start = Setup::start(&inspection, trainable, args.imgsz, args.batch)?;
-    start.checkpoint = !args.no_checkpoint;
-    start.optimizer = args.optimizer.planned();
-    start.trunk = args.trunk;
-    start.objects = args.objects;
-    start.images = args.images;
-    start.augment = !args.no_augment;
     if let Some(data) = &args.data {
         // Its faults (a missing file, a bad key) are named here; loading it to train names the rest.
-        let config = headroom_core::dataset::DataConfig::load(data)?;
-        start.frame = headroom_core::dataset::largest_frame_cost(&config);
+        headroom_core::dataset::DataConfig::load(data)?;
     }
-    if let Some(path) = &args.teacher {
-        start.teacher = Some(headroom_plan::TeacherCost::of_file(path, start.imgsz)?);
+    let mut start = headroom_run::planner::LadderStart {
+        part: args.train,
+        imgsz: args.imgsz,
+        batch: args.batch,
+        checkpoint: !args.no_checkpoint,
+        optimizer: args.optimizer.planned(),
+        trunk: args.trunk,
+        augment: !args.no_augment,
+        data: args.data.iter().map(PathBuf::as_path).collect(),
+        teacher: args.teacher.as_deref(),
     }
-    let mut planner = Planner::new(&model, &inspection, device.runtime_bytes_on(runs_on.is_gpu()));
-    if !device.unified && runs_on.is_gpu() {
-        planner = planner.discrete();
-    }
+    .setup(&inspection)?;
+    start.objects = args.objects;
+    start.images = args.images;
+    let mut planner = Planner::on(&model, &inspection, &device, runs_on);
     let plan = headroom_plan::plan(&mut planner, &start, budget.bytes, runs_on.is_gpu())?;
     if let Some(path) = &args.chart {
         let title = format!("{} on {}", file_name(&args.model), device.name);
@@ -150,6 +149,13 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{}", headroom_plan::ladder::table(&args.model, (&device, runs_on), &budget, &plan));
+        if let Some(chosen) = plan.chosen.and_then(|i| plan.candidates.get(i)) {
+            println!(
+                "train with: headroom train --model {} {}",
+                args.model.display(),
+                train_flags(&chosen.estimate.setup)
+            );
+        }
     }
     match plan.chosen {
         Some(_) => Ok(Outcome::Success),
@@ -163,6 +169,28 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             Ok(Outcome::CheckFailed)
         }
     }
+}
+
+/// The flags of `headroom train` that run `setup`.
+fn train_flags(setup: &Setup) -> String {
+    let part = match setup.trainable {
+        Trainable::Freeze(0) => "all".to_string(),
+        other => other.to_string(),
+    };
+    let mut flags = format!("--train {part} --batch {} --imgsz {}", setup.batch, setup.imgsz[0]);
+    if !setup.checkpoint {
+        flags.push_str(" --no-checkpoint");
+    }
+    if setup.amp {
+        flags.push_str(" --amp");
+    }
+    if setup.cache_features {
+        // It turns train's default augmentation off itself.
+        flags.push_str(" --cache-features");
+    } else if !setup.augment {
+        flags.push_str(" --mosaic 0 --scale 0 --translate 0 --hsv 0,0,0");
+    }
+    flags
 }
 
 fn file_name(path: &Path) -> String {
