@@ -8,9 +8,9 @@ use headroom_run::request::RunRequest;
 
 use crate::field_run::StepSettings;
 use crate::inputs::Inputs;
-use crate::preset::{self, RunPreset};
 use crate::state::RunSettings;
 use crate::{Error, Result};
+use headroom_run::preset::{self, RunPreset};
 
 /// One field run as asked: the checked inputs, the preset, the board, and the flags given.
 #[derive(Debug, Clone)]

@@ -212,58 +212,7 @@ pub fn decide(
     }
 }
 
-/// When `headroom field run` deploys a candidate (docs/FIELD.md "The gate"). Points are mAP50-95
-/// × 100.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct GateSettings {
-    /// The lower end of the paired bootstrap interval of the candidate's mAP50-95 gain on the holdout
-    /// must be at least this many points (0.1: a gain above the holdout's noise; −100: any).
-    pub min_gain: f64,
-    /// Two-sided confidence of the paired bootstrap interval over holdout images.
-    pub confidence: f64,
-    /// Bootstrap resamples.
-    pub resamples: usize,
-    /// Seed of the resampling (the same run gives the same interval).
-    pub seed: u64,
-    /// Points of mAP50-95 the old-scene set (`--old`) may lose.
-    pub old_tolerance: f64,
-    /// Points of AP50-95 any class of the holdout may lose.
-    pub class_tolerance: f64,
-}
-
-impl Default for GateSettings {
-    fn default() -> Self {
-        GateSettings {
-            min_gain: 0.1,
-            confidence: 0.95,
-            resamples: 1000,
-            seed: 0,
-            old_tolerance: 1.0,
-            class_tolerance: 5.0,
-        }
-    }
-}
-
-impl GateSettings {
-    /// Refuses a setting out of its range, naming its key (`gate.confidence 1.5 is not in (0, 1)`).
-    pub fn check(&self) -> Result<(), String> {
-        let points = |v: f64| v.is_finite() && (0.0..=100.0).contains(&v);
-        if !(self.min_gain.is_finite() && (-100.0..=100.0).contains(&self.min_gain)) {
-            return Err(format!("gate.min_gain {} is not points in -100..=100", self.min_gain));
-        }
-        if !points(self.old_tolerance) || !points(self.class_tolerance) {
-            return Err("gate.old_tolerance and gate.class_tolerance are points in 0..=100".into());
-        }
-        if !(self.confidence > 0.0 && self.confidence < 1.0) {
-            return Err(format!("gate.confidence {} is not in (0, 1)", self.confidence));
-        }
-        if !(1..=100_000).contains(&self.resamples) {
-            return Err(format!("gate.resamples {} is not in 1..=100000", self.resamples));
-        }
-        Ok(())
-    }
-}
+pub use headroom_run::preset::GateSettings;
 
 /// The candidate and the deployed model (in a run: `<run>/train/best.onnx` and the model as the run
 /// found it, `<run>/base.onnx`) on the holdout and the old scenes, and the gate's decision.

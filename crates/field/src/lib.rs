@@ -8,7 +8,6 @@
 //!   continuing a killed run, setting aside one that keeps failing.
 //! - [`request`]: the typed request a child step is handed (one file, versioned, run by the
 //!   binary's hidden `headroom step`).
-//! - [`preset`]: run presets (`configs/runs.toml`), typed, as a layer of a run request.
 //! - [`inputs`]: the loop's inputs checked before any work (detectors, classes, the state folder).
 //! - [`sources`]: which new images the labelled set has, by content; a changed teacher relabels.
 //! - [`quiet`]: whether tonight has any image the last finished run was not gated on.
@@ -35,7 +34,8 @@ pub mod field_run;
 pub mod gate;
 pub mod inputs;
 pub mod metrics;
-pub mod preset;
+#[cfg(feature = "onnxruntime")]
+mod preflight;
 pub mod quiet;
 pub mod report;
 pub mod request;

@@ -290,17 +290,3 @@ pub fn check_classes(
     }
     Ok(())
 }
-
-/// A model with float16 weights (headroom's FP16 export) cannot be trained: say which file to train.
-pub fn refuse_fp16(path: &Path, model: &headroom_onnx::Model) -> Result<()> {
-    if model.has_float16_weights() {
-        return Err(Error::Input {
-            path: path.to_path_buf(),
-            reason: format!(
-                "its weights are float16: this is an FP16 export; train {}",
-                headroom_onnx::fp32_source(path)
-            ),
-        });
-    }
-    Ok(())
-}

@@ -9,6 +9,9 @@
 //!   (every derived value derived there) for a new run or against a saved one on resume.
 //! - [`job::TrainJob`]: one `headroom train` as a value (a new run's request or a resume, and how
 //!   it is carried out), from the flags or from the field loop.
+//! - [`preset`]: run presets (`configs/runs.toml`), typed: `headroom train --preset` and `headroom
+//!   field run --preset` read them here; their training keys are a layer of a request.
+//! - [`planner`]: the memory planner's view of a run, and `--plan auto`.
 //! - [`folder`]: the run folder's files besides checkpoints.
 //! - `label_torch`: the teacher of `headroom label --runtime torch`, on libtorch.
 //! - `parity`: the executor against ONNX Runtime on one model (`headroom inspect --check`).
@@ -21,8 +24,10 @@
 mod error;
 pub mod folder;
 pub mod job;
+pub mod model_checks;
 pub mod observer;
 pub mod planner;
+pub mod preset;
 pub mod request;
 pub mod spec;
 

@@ -106,8 +106,7 @@ fn budget_arg(text: &str) -> Result<String, String> {
 /// Runs `headroom plan`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let model = headroom_onnx::Model::load(&args.model)?;
-    #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
-    headroom_run::inputs::refuse_fp16(&args.model, &model)?;
+    headroom_run::model_checks::refuse_fp16(&args.model, &model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
     let device = headroom_plan::System::host()
         .resolve_board(args.board.board.as_deref().unwrap_or("auto"), args.board.devices.as_deref())?;

@@ -51,7 +51,7 @@ pub fn run_job(job: &TrainJob) -> anyhow::Result<Outcome> {
         TrainRun::New { request, project, name } => {
             // Before the spec, whose derived settings (--nbs auto, --optimizer auto) log what they chose.
             if let Some(model) = &request.model {
-                headroom_run::inputs::refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
+                headroom_run::model_checks::refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
             }
             // A device not asked (the field loop's `--device auto`) is this libtorch's `auto`: the
             // GPU when it sees one. Left unset, the spec would train on the CPU.

@@ -110,7 +110,7 @@ pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunReque
 pub fn new_run_request(args: &Args) -> anyhow::Result<RunRequest> {
     let mut request = request_from_args(args, false)?;
     if let Some(spec) = &args.preset {
-        let (name, preset) = headroom_field::preset::load(spec)?;
+        let (name, preset) = headroom_run::preset::load(spec)?;
         anyhow::ensure!(
             !preset.distill || args.teacher.is_some(),
             "--preset {name} distils from the labelling teacher (distill = true): give --teacher T.onnx"

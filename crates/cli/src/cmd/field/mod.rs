@@ -12,7 +12,6 @@
 //! them before any work, resolves the preset and the board, and runs the steps' children through
 //! `headroom_field::runner::ChildRunner`.
 
-mod preflight;
 mod service;
 
 use std::path::{Path, PathBuf};
@@ -27,10 +26,11 @@ use headroom_field::detector::class_names;
 use headroom_field::field_run::{self, FieldRun};
 use headroom_field::inputs::{Given, absolute_file, check_inputs, work_dir};
 use headroom_field::runner::{ChildRunner, StepRunner};
-use headroom_field::{deploy, deployment, gate, preset, served};
+use headroom_field::{deploy, deployment, gate, served};
 use headroom_infer::provider::ExecutionProvider;
 use headroom_plan::DeviceChoice;
 use headroom_run::limits;
+use headroom_run::preset;
 
 /// Arguments of `headroom field`.
 #[derive(Debug, clap::Args)]
@@ -256,7 +256,7 @@ fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
             gate::check_labelled(&headroom_core::dataset::DataConfig::load(data)?, flag)?;
         }
     }
-    let (_, mut preset) = headroom_field::preset::load(&args.preset)?;
+    let (_, mut preset) = headroom_run::preset::load(&args.preset)?;
     if let Some(seed) = args.seed {
         preset.gate.seed = seed;
     }
@@ -355,10 +355,28 @@ fn night(args: &RunArgs, left: &mut Left, hooks: &crate::Hooks) -> anyhow::Resul
         holdout: &args.holdout,
         old: args.old.as_deref(),
     })?;
-    let (preset_name, preset) = headroom_field::preset::load(&args.preset)?;
+    let (preset_name, preset) = headroom_run::preset::load(&args.preset)?;
     let device = headroom_plan::System::host().resolve_board(&args.board, args.devices.as_deref())?;
+    let keep_runs = args.keep_runs.or(preset.keep_runs).unwrap_or(preset::DEFAULT_KEEP_RUNS);
+    let ask = FieldAsk {
+        inputs,
+        preset_name: preset_name.clone(),
+        preset,
+        board: device.clone(),
+        device: args.device,
+        reserve: args.reserve.clone(),
+        epochs: args.epochs,
+        part: args.train,
+        time_hours: args.time,
+        providers: args.ep.clone(),
+        threads: args.threads,
+        max_images: args.max_images,
+        max_pixels: args.max_pixels.map(|n| n as u64),
+        deploy: args.deploy,
+    };
     // Every setting the steps would refuse, refused now: before any work, with its cause.
-    preflight::check(args, &inputs, &preset_name, &preset, &device)?;
+    ask.preflight(args.work.as_deref(), (&args.board, args.devices.as_deref()))?;
+    let inputs = &ask.inputs;
     let work = work_dir(args.work.as_deref(), &inputs.deployed, Some(&inputs.images))?;
     left.model_and_work = Some((inputs.deployed.clone(), work.clone()));
     let Some(_lock) = lock(&work)? else { return Ok(Outcome::Busy) };
@@ -380,23 +398,6 @@ fn night(args: &RunArgs, left: &mut Left, hooks: &crate::Hooks) -> anyhow::Resul
             return Ok(Outcome::Success);
         }
     }
-    let keep_runs = args.keep_runs.or(preset.keep_runs).unwrap_or(preset::DEFAULT_KEEP_RUNS);
-    let ask = FieldAsk {
-        inputs,
-        preset_name: preset_name.clone(),
-        preset,
-        board: device.clone(),
-        device: args.device,
-        reserve: args.reserve.clone(),
-        epochs: args.epochs,
-        part: args.train,
-        time_hours: args.time,
-        providers: args.ep.clone(),
-        threads: args.threads,
-        max_images: args.max_images,
-        max_pixels: args.max_pixels.map(|n| n as u64),
-        deploy: args.deploy,
-    };
     let (settings, steps) = ask.settings()?;
     let mut field_run = FieldRun::open(&work, &steps.inputs.deployed, &settings, keep_runs)?;
     let (run, state) = (field_run.dir().to_path_buf(), field_run.state());

@@ -1,18 +1,20 @@
 //! Run presets (`configs/runs.toml`, embedded): what a field retrain trains and what its deploy
-//! gate demands. `headroom train --preset` and `headroom field run --preset` read them; a preset's
-//! training keys are a layer of a [`RunRequest`] ([`RunPreset::apply`]: the command line over the
-//! preset over the flags' defaults), and the field loop's training step gets them in its request.
+//! gate demands. `headroom train --preset` and `headroom field run --preset` read them, so they
+//! live here, below both: one file format, every key checked whichever verb reads it (a typo must
+//! not silently change a nightly run). A preset's training keys are a layer of a [`RunRequest`]
+//! ([`RunPreset::apply`]: the command line over the preset over the flags' defaults), and the field
+//! loop's training step gets them in its request; its field keys (`max_images`, `keep_runs`) and
+//! its [`GateSettings`] are the field loop's to use (`headroom_field`).
 
 use std::path::Path;
 
 use headroom_onnx::Trainable;
 use headroom_plan::{Optimizer, PlanMode};
-use headroom_run::limits;
-use headroom_run::request::{Nbs, RunRequest};
 use serde::{Deserialize, Serialize};
 
-use crate::gate::GateSettings;
-use crate::{Context as _, Error, Result};
+use crate::limits;
+use crate::request::{Nbs, RunRequest};
+use crate::{Error, Result};
 
 /// The presets shipped in `configs/runs.toml`.
 pub const BUILTIN_RUNS: &str = include_str!("../../../configs/runs.toml");
@@ -133,7 +135,7 @@ impl RunPreset {
         };
         match self.augment {
             Some(true) => {
-                let on = headroom_run::request::AugmentConfig::ultralytics();
+                let on = crate::request::AugmentConfig::ultralytics();
                 request.mosaic = Some(on.mosaic);
                 request.scale = Some(on.scale);
                 request.translate = Some(on.translate);
@@ -159,12 +161,12 @@ impl RunPreset {
 /// Every preset of a presets file's text; `origin` names it in errors.
 pub fn parse_presets(origin: &str, text: &str) -> Result<Vec<(String, RunPreset)>> {
     let table: toml::Table = toml::from_str(text).map_err(|e| {
-        Error::refused(format!("{origin}: not valid TOML: {}", headroom_run::spec::toml_error(text, &e)))
+        Error::Request(format!("{origin}: not valid TOML: {}", crate::spec::toml_error(text, &e)))
     })?;
     let mut presets = Vec::new();
     for (name, value) in table {
         let preset: RunPreset = value.try_into().map_err(|e: toml::de::Error| {
-            Error::refused(format!("{origin}: preset `{name}`: {}", e.message()))
+            Error::Request(format!("{origin}: preset `{name}`: {}", e.message()))
         })?;
         presets.push((name, preset));
     }
@@ -177,17 +179,17 @@ pub fn load(spec: &str) -> Result<(String, RunPreset)> {
     let path = Path::new(spec);
     if path.is_file() || spec.ends_with(".toml") {
         let text = headroom_core::fsio::read_regular(path)
-            .with_context(|| format!("--preset {spec}: reading the preset file"))?;
+            .map_err(|e| Error::Request(format!("--preset {spec}: reading the preset file: {e}")))?;
         let text = String::from_utf8(text)
-            .map_err(|_| Error::refused(format!("--preset {spec}: not UTF-8 text")))?;
+            .map_err(|_| Error::Request(format!("--preset {spec}: not UTF-8 text")))?;
         let preset: RunPreset = toml::from_str(&text)
-            .map_err(|e| Error::refused(format!("--preset {spec}: {}", e.message().trim())))?;
+            .map_err(|e| Error::Request(format!("--preset {spec}: {}", e.message().trim())))?;
         return Ok((spec.to_string(), preset));
     }
     let presets = parse_presets("<builtin configs/runs.toml>", BUILTIN_RUNS)?;
     let known = presets.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
     presets.into_iter().find(|(n, _)| n == spec).ok_or_else(|| {
-        Error::refused(format!("--preset {spec}: no such preset (built in: {known}) and no such file"))
+        Error::Request(format!("--preset {spec}: no such preset (built in: {known}) and no such file"))
     })
 }
 
@@ -317,6 +319,59 @@ impl From<RunPreset> for RawPreset {
             keep_runs: preset.keep_runs,
             gate: preset.gate,
         }
+    }
+}
+
+/// When `headroom field run` deploys a candidate (docs/FIELD.md "The gate"). Points are mAP50-95
+/// × 100.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GateSettings {
+    /// The lower end of the paired bootstrap interval of the candidate's mAP50-95 gain on the holdout
+    /// must be at least this many points (0.1: a gain above the holdout's noise; −100: any).
+    pub min_gain: f64,
+    /// Two-sided confidence of the paired bootstrap interval over holdout images.
+    pub confidence: f64,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Seed of the resampling (the same run gives the same interval).
+    pub seed: u64,
+    /// Points of mAP50-95 the old-scene set (`--old`) may lose.
+    pub old_tolerance: f64,
+    /// Points of AP50-95 any class of the holdout may lose.
+    pub class_tolerance: f64,
+}
+
+impl Default for GateSettings {
+    fn default() -> Self {
+        GateSettings {
+            min_gain: 0.1,
+            confidence: 0.95,
+            resamples: 1000,
+            seed: 0,
+            old_tolerance: 1.0,
+            class_tolerance: 5.0,
+        }
+    }
+}
+
+impl GateSettings {
+    /// Refuses a setting out of its range, naming its key (`gate.confidence 1.5 is not in (0, 1)`).
+    pub fn check(&self) -> Result<(), String> {
+        let points = |v: f64| v.is_finite() && (0.0..=100.0).contains(&v);
+        if !(self.min_gain.is_finite() && (-100.0..=100.0).contains(&self.min_gain)) {
+            return Err(format!("gate.min_gain {} is not points in -100..=100", self.min_gain));
+        }
+        if !points(self.old_tolerance) || !points(self.class_tolerance) {
+            return Err("gate.old_tolerance and gate.class_tolerance are points in 0..=100".into());
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(format!("gate.confidence {} is not in (0, 1)", self.confidence));
+        }
+        if !(1..=100_000).contains(&self.resamples) {
+            return Err(format!("gate.resamples {} is not in 1..=100000", self.resamples));
+        }
+        Ok(())
     }
 }
 
