@@ -109,3 +109,91 @@ impl TeacherModel for TorchTeacher {
         (LabelRuntime::Torch, provider, self.model.half())
     }
 }
+
+/// The libtorch device the teacher of `job` runs on, when its runtime (or `auto`'s rule,
+/// [`torch_in_auto`]) picks torch; `None`: ONNX Runtime labels.
+pub fn teacher_device(job: &headroom_infer::label::job::LabelJob) -> Result<Option<Device>> {
+    use headroom_plan::DeviceChoice;
+    let device = job.session.device;
+    use headroom_infer::label::job::TeacherRuntime;
+    let torch = |choice: DeviceChoice| crate::device::torch_device(&crate::device::torch_text(choice));
+    match job.runtime {
+        TeacherRuntime::Onnxruntime => Ok(None),
+        TeacherRuntime::Torch => {
+            if !job.streams.is_none_or(|n| n == 1) {
+                return Err(Error::Request("--streams: the torch runtime runs one stream".into()));
+            }
+            if job.session.providers.is_some() {
+                return Err(Error::Request(
+                    "--ep names ONNX Runtime's providers: not with --runtime torch".into(),
+                ));
+            }
+            Ok(Some(torch(device)?))
+        }
+        TeacherRuntime::Auto => {
+            let asked_providers = job.session.providers.is_some();
+            if asked_providers || device == DeviceChoice::Cpu || !headroom_train::cuda_available() {
+                return Ok(None);
+            }
+            let (built, _) = headroom_infer::provider::gpu_available();
+            let loaded = headroom_infer::runtime::environment().is_ok();
+            let providers = if loaded { headroom_infer::runtime::available_providers() } else { Vec::new() };
+            if !torch_in_auto(device, asked_providers, true, built, &providers) {
+                return Ok(None);
+            }
+            let device = torch(match device {
+                DeviceChoice::Auto => DeviceChoice::Cuda(None),
+                other => other,
+            })?;
+            tracing::info!(
+                "--runtime auto: this ONNX Runtime has no GPU provider here (providers: {}); the teacher runs in \
+                 libtorch on {} in fp16",
+                if providers.is_empty() { "none loaded".to_string() } else { providers.join(", ") },
+                match device {
+                    Device::Cuda(n) => format!("cuda:{n}"),
+                    other => format!("{other:?}"),
+                }
+            );
+            Ok(Some(device))
+        }
+    }
+}
+
+/// `--runtime auto`'s rule: torch when the device may be a GPU (`cuda`, `cuda:N` or `auto`), no
+/// `--ep` named ONNX Runtime's providers, libtorch sees a GPU, and ONNX Runtime cannot reach it
+/// (this build has no GPU provider compiled in, or the loaded library lists neither CUDA nor
+/// TensorRT: a Jetson bundle's CPU-only ONNX Runtime).
+pub fn torch_in_auto(
+    device: headroom_plan::DeviceChoice,
+    asked_providers: bool,
+    libtorch_gpu: bool,
+    ort_gpu_built: bool,
+    ort_providers: &[String],
+) -> bool {
+    let ort_gpu =
+        ort_gpu_built && ort_providers.iter().any(|p| p.starts_with("CUDA") || p.starts_with("Tensorrt"));
+    device != headroom_plan::DeviceChoice::Cpu && !asked_providers && libtorch_gpu && !ort_gpu
+}
+
+#[cfg(test)]
+mod teacher_device_tests {
+    use super::torch_in_auto;
+    use headroom_plan::DeviceChoice;
+
+    #[test]
+    fn auto_runs_torch_only_for_a_gpu_that_onnx_runtime_cannot_reach() {
+        let cpu_only = ["AzureExecutionProvider".to_string(), "CPUExecutionProvider".to_string()];
+        let gpu = ["TensorrtExecutionProvider".to_string(), "CUDAExecutionProvider".to_string()];
+        // A Jetson bundle: libtorch sees the GPU, ONNX Runtime is PyPI's CPU build.
+        assert!(torch_in_auto(DeviceChoice::Auto, false, true, false, &cpu_only));
+        assert!(torch_in_auto(DeviceChoice::Cuda(Some(0)), false, true, true, &cpu_only));
+        // onnxruntime-gpu with its providers (JetPack 6's): ONNX Runtime, as before.
+        assert!(!torch_in_auto(DeviceChoice::Auto, false, true, true, &gpu));
+        // A build without the CUDA feature cannot use the providers the library has.
+        assert!(torch_in_auto(DeviceChoice::Auto, false, true, false, &gpu));
+        // The CPU, --ep given, or no GPU for libtorch: ONNX Runtime.
+        assert!(!torch_in_auto(DeviceChoice::Cpu, false, true, false, &cpu_only));
+        assert!(!torch_in_auto(DeviceChoice::Auto, true, true, false, &cpu_only));
+        assert!(!torch_in_auto(DeviceChoice::Auto, false, false, false, &cpu_only));
+    }
+}

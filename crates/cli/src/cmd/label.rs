@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+#[cfg(feature = "onnxruntime")]
 use anyhow::Context as _;
 use headroom_infer::decode::DecodeOptions;
 use headroom_infer::label::job::{DEFAULT_BATCH, LabelJob, TeacherRuntime};
@@ -158,22 +159,14 @@ impl Args {
 /// Runs one labelling as `job` asks.
 pub fn run_job(job: &LabelJob) -> anyhow::Result<Outcome> {
     job.check()?;
-    let class_map = match &job.class_map {
-        None => None,
-        Some(spec) if std::path::Path::new(spec).is_file() => {
-            let text =
-                std::fs::read_to_string(spec).with_context(|| format!("reading the class map {spec}"))?;
-            Some((spec.clone(), text))
-        }
-        Some(spec) => Some(("--class-map".to_string(), spec.clone())),
-    };
+    let class_map = job.class_map()?;
     label(job, class_map)
 }
 
 #[cfg(feature = "onnxruntime")]
 fn label(job: &LabelJob, class_map: Option<(String, String)>) -> anyhow::Result<Outcome> {
     let opening = || format!("opening the teacher {}", job.teacher.display());
-    if let Some(device) = torch_device(job)? {
+    if let Some(device) = headroom_run::label_torch::teacher_device(job)? {
         let threads = match job.session.threads {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             n => n,
@@ -194,96 +187,6 @@ fn label(job: &LabelJob, class_map: Option<(String, String)>) -> anyhow::Result<
     label_with(job, &mut teachers, workers, class_map)
 }
 
-/// The libtorch device the teacher runs on, when `--runtime` (or `auto`'s rule) picks torch.
-#[cfg(feature = "onnxruntime")]
-fn torch_device(job: &LabelJob) -> anyhow::Result<Option<headroom_train::tch::Device>> {
-    use headroom_plan::DeviceChoice;
-    let device = job.session.device;
-    let torch = |choice: DeviceChoice| -> anyhow::Result<headroom_train::tch::Device> {
-        Ok(headroom_run::device::torch_device(&headroom_run::device::torch_text(choice))?)
-    };
-    match job.runtime {
-        TeacherRuntime::Onnxruntime => Ok(None),
-        TeacherRuntime::Torch => {
-            anyhow::ensure!(
-                job.streams.is_none_or(|n| n == 1),
-                "--streams: the torch runtime runs one stream"
-            );
-            anyhow::ensure!(
-                job.session.providers.is_none(),
-                "--ep names ONNX Runtime's providers: not with --runtime torch"
-            );
-            Ok(Some(torch(device)?))
-        }
-        TeacherRuntime::Auto => {
-            let asked_providers = job.session.providers.is_some();
-            if asked_providers || device == DeviceChoice::Cpu || !headroom_train::cuda_available() {
-                return Ok(None);
-            }
-            let (built, _) = headroom_infer::provider::gpu_available();
-            let loaded = headroom_infer::runtime::environment().is_ok();
-            let providers = if loaded { headroom_infer::runtime::available_providers() } else { Vec::new() };
-            if !torch_in_auto(device, asked_providers, true, built, &providers) {
-                return Ok(None);
-            }
-            let device = torch(match device {
-                DeviceChoice::Auto => DeviceChoice::Cuda(None),
-                other => other,
-            })?;
-            tracing::info!(
-                "--runtime auto: this ONNX Runtime has no GPU provider here (providers: {}); the teacher runs in \
-                 libtorch on {} in fp16",
-                if providers.is_empty() { "none loaded".to_string() } else { providers.join(", ") },
-                match device {
-                    headroom_train::tch::Device::Cuda(n) => format!("cuda:{n}"),
-                    other => format!("{other:?}"),
-                }
-            );
-            Ok(Some(device))
-        }
-    }
-}
-
-/// `--runtime auto`'s rule: torch when the device may be a GPU (`cuda`, `cuda:N` or `auto`), no
-/// `--ep` named ONNX Runtime's providers, libtorch sees a GPU, and ONNX Runtime cannot reach it
-/// (this build has no GPU provider compiled in, or the loaded library lists neither CUDA nor
-/// TensorRT: a Jetson bundle's CPU-only ONNX Runtime).
-#[cfg(feature = "onnxruntime")]
-fn torch_in_auto(
-    device: headroom_plan::DeviceChoice,
-    asked_providers: bool,
-    libtorch_gpu: bool,
-    ort_gpu_built: bool,
-    ort_providers: &[String],
-) -> bool {
-    let ort_gpu =
-        ort_gpu_built && ort_providers.iter().any(|p| p.starts_with("CUDA") || p.starts_with("Tensorrt"));
-    device != headroom_plan::DeviceChoice::Cpu && !asked_providers && libtorch_gpu && !ort_gpu
-}
-
-#[cfg(all(test, feature = "onnxruntime"))]
-mod tests {
-    use super::torch_in_auto;
-    use headroom_plan::DeviceChoice;
-
-    #[test]
-    fn auto_runs_torch_only_for_a_gpu_that_onnx_runtime_cannot_reach() {
-        let cpu_only = ["AzureExecutionProvider".to_string(), "CPUExecutionProvider".to_string()];
-        let gpu = ["TensorrtExecutionProvider".to_string(), "CUDAExecutionProvider".to_string()];
-        // A Jetson bundle: libtorch sees the GPU, ONNX Runtime is PyPI's CPU build.
-        assert!(torch_in_auto(DeviceChoice::Auto, false, true, false, &cpu_only));
-        assert!(torch_in_auto(DeviceChoice::Cuda(Some(0)), false, true, true, &cpu_only));
-        // onnxruntime-gpu with its providers (JetPack 6's): ONNX Runtime, as before.
-        assert!(!torch_in_auto(DeviceChoice::Auto, false, true, true, &gpu));
-        // A build without the CUDA feature cannot use the providers the library has.
-        assert!(torch_in_auto(DeviceChoice::Auto, false, true, false, &gpu));
-        // The CPU, --ep given, or no GPU for libtorch: ONNX Runtime.
-        assert!(!torch_in_auto(DeviceChoice::Cpu, false, true, false, &cpu_only));
-        assert!(!torch_in_auto(DeviceChoice::Auto, true, true, false, &cpu_only));
-        assert!(!torch_in_auto(DeviceChoice::Auto, false, false, false, &cpu_only));
-    }
-}
-
 #[cfg(feature = "onnxruntime")]
 fn label_with<T: headroom_infer::label::TeacherModel>(
     job: &LabelJob,
@@ -291,32 +194,10 @@ fn label_with<T: headroom_infer::label::TeacherModel>(
     workers: usize,
     class_map: Option<(String, String)>,
 ) -> anyhow::Result<Outcome> {
-    use headroom_infer::label::pipeline::PipelineSettings;
-    use headroom_infer::label::{LabelRequest, label_folder};
+    use headroom_infer::label::label_folder;
 
     let interrupt = super::interrupt::Interrupt::install()?;
-    let request = LabelRequest {
-        images: job.images.clone(),
-        out: job.out.clone(),
-        decode: job.decode,
-        min_box: job.min_box,
-        top_k: job.top_k,
-        class_map,
-        exclude_like: job.exclude_like.clone(),
-        images_as: job.images_as,
-        max_images: job.max_images,
-        force: job.force,
-        val_fraction: job.val_fraction,
-        seed: job.seed,
-        pipeline: PipelineSettings {
-            workers,
-            batch: job.batch,
-            queue: 4 * job.batch.max(4),
-            settle: job.settle,
-            max_pixels: job.max_pixels.unwrap_or(headroom_core::imageio::MAX_PIXELS),
-        },
-        cancel: Some(interrupt.flag()),
-    };
+    let request = job.request(workers, class_map, Some(interrupt.flag()));
     let bar = super::progress::bar(0, "label");
     let manifest = label_folder(teachers, &request, &|done, total| {
         bar.set_length(total as u64);

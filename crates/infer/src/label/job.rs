@@ -121,6 +121,55 @@ impl LabelJob {
         }
         Ok(())
     }
+
+    /// `--class-map` read: `(where it came from, its text)`, the file's when it names one, else the
+    /// inline map (`--class-map`); `None` without one.
+    pub fn class_map(&self) -> crate::Result<Option<(String, String)>> {
+        match &self.class_map {
+            None => Ok(None),
+            Some(spec) if std::path::Path::new(spec).is_file() => {
+                let text = std::fs::read_to_string(spec).map_err(|e| crate::Error::ClassMap {
+                    source_name: spec.clone(),
+                    reason: format!("reading it: {e}"),
+                })?;
+                Ok(Some((spec.clone(), text)))
+            }
+            Some(spec) => Ok(Some(("--class-map".to_string(), spec.clone()))),
+        }
+    }
+
+    /// What [`crate::label::label_folder`] is asked: this job with `workers` decoding threads, its
+    /// class map read ([`LabelJob::class_map`]), stopping when `cancel` is set.
+    #[cfg(feature = "onnxruntime")]
+    pub fn request(
+        &self,
+        workers: usize,
+        class_map: Option<(String, String)>,
+        cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    ) -> crate::label::LabelRequest {
+        crate::label::LabelRequest {
+            images: self.images.clone(),
+            out: self.out.clone(),
+            decode: self.decode,
+            min_box: self.min_box,
+            top_k: self.top_k,
+            class_map,
+            exclude_like: self.exclude_like.clone(),
+            images_as: self.images_as,
+            max_images: self.max_images,
+            force: self.force,
+            val_fraction: self.val_fraction,
+            seed: self.seed,
+            pipeline: crate::label::pipeline::PipelineSettings {
+                workers,
+                batch: self.batch,
+                queue: 4 * self.batch.max(4),
+                settle: self.settle,
+                max_pixels: self.max_pixels.unwrap_or(headroom_core::imageio::MAX_PIXELS),
+            },
+            cancel,
+        }
+    }
 }
 
 #[cfg(test)]
