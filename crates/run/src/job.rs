@@ -62,6 +62,68 @@ pub enum TrainRun {
     },
 }
 
+/// Carrying a job out needs the run (libtorch and ONNX Runtime).
+#[cfg(all(feature = "libtorch", feature = "onnxruntime"))]
+impl TrainJob {
+    /// Trains as the job asks: a resumed run's settings checked against its saved ones, or a new
+    /// run's request resolved into its spec (a device not asked, as the field loop's `--device
+    /// auto`, is this libtorch's `auto`: the GPU when it sees one), planned when it asks
+    /// (`--plan auto`, or a preset's `plan = "auto"`), and started in a new run folder. `stop`:
+    /// set by a Ctrl-C handler, the run stops at its next optimiser step, resumable.
+    pub fn carry_out(
+        &self,
+        stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+        observer: &mut dyn crate::observer::Observer,
+    ) -> crate::Result<crate::run::RunEnd> {
+        use headroom_plan::PlanMode;
+
+        let options = crate::run::RunOptions {
+            threads: self.threads,
+            stop,
+            allocator: self.allocator,
+            profile: self.profile.clone(),
+            prefetch: self.prefetch,
+        };
+        match &self.run {
+            TrainRun::Resume { dir, request } => {
+                if request.plan == Some(PlanMode::Auto) {
+                    return Err(crate::Error::Request(
+                        "--plan auto plans a new run; --resume continues with the run's own settings".into(),
+                    ));
+                }
+                let saved = crate::spec::RunSpec::load(&crate::folder::existing_run_dir(dir)?)?;
+                request.check_resume(&saved, crate::device::cuda_available())?;
+                crate::run::resume(dir, request.epochs, &options, observer)
+            }
+            TrainRun::New { request, project, name } => {
+                // Before the spec, whose derived settings (--nbs auto, --optimizer auto) log what
+                // they chose.
+                if let Some(model) = &request.model {
+                    crate::model_checks::refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
+                }
+                // Left unset, the spec would train on the CPU.
+                let request = match request.device {
+                    Some(_) => request.clone(),
+                    None => RunRequest {
+                        device: Some(crate::device::torch_text(headroom_plan::DeviceChoice::Auto)),
+                        ..request.clone()
+                    },
+                };
+                let mut spec = request.resolve(None, crate::device::cuda_available())?;
+                if request.plan == Some(PlanMode::Auto) {
+                    crate::planner::plan_auto(&mut spec, &self.budget)?;
+                } else if headroom_plan::check_sizes(self.budget.budget.as_deref(), &self.budget.reserve)? {
+                    tracing::warn!(
+                        "--budget and --reserve apply with --plan auto only: this run trains as given"
+                    );
+                }
+                let dir = crate::folder::new_run_dir(project, name.as_deref())?;
+                crate::run::start(&spec, &dir, &options, observer)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

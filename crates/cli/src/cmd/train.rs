@@ -1,8 +1,7 @@
 //! `headroom train`: the command line of a training run. The run itself — spec, folder, epochs,
 //! validation, checkpoints, resume — is `headroom-run`'s ([`headroom_run::run`]); this file turns
-//! flags into a [`TrainJob`] (`super::train_spec`), runs it — a new run's spec resolved and
-//! planned, or a resumed one's settings checked against its saved ones —, draws progress and prints
-//! the result (docs/TRAIN.md). The field loop's training step is a [`TrainJob`] too, run here by
+//! flags into a [`TrainJob`] (`super::train_spec`), has the library carry it out
+//! ([`TrainJob::carry_out`]), draws progress and prints the result (docs/TRAIN.md). The field loop's training step is a [`TrainJob`] too, run here by
 //! the hidden `headroom step`.
 
 use super::Outcome;
@@ -24,57 +23,11 @@ pub fn run(_args: &Args) -> anyhow::Result<Outcome> {
 /// Runs one training as `job` asks.
 #[cfg(all(feature = "onnxruntime", feature = "libtorch"))]
 pub fn run_job(job: &TrainJob) -> anyhow::Result<Outcome> {
-    use headroom_plan::PlanMode;
-    use headroom_run::job::TrainRun;
-    use headroom_run::run::{RunEnd, RunOptions};
-    use headroom_run::spec::RunSpec;
+    use headroom_run::run::RunEnd;
 
     let interrupt = super::interrupt::Interrupt::install()?;
-    let options = RunOptions {
-        threads: job.threads,
-        stop: Some(interrupt.flag()),
-        allocator: job.allocator,
-        profile: job.profile.clone(),
-        prefetch: job.prefetch,
-    };
     let mut observer = super::train_progress::TerminalObserver::default();
-    let end = match &job.run {
-        TrainRun::Resume { dir, request } => {
-            anyhow::ensure!(
-                request.plan != Some(PlanMode::Auto),
-                "--plan auto plans a new run; --resume continues with the run's own settings"
-            );
-            let saved = RunSpec::load(&headroom_run::folder::existing_run_dir(dir)?)?;
-            request.check_resume(&saved, headroom_run::device::cuda_available())?;
-            headroom_run::run::resume(dir, request.epochs, &options, &mut observer)?
-        }
-        TrainRun::New { request, project, name } => {
-            // Before the spec, whose derived settings (--nbs auto, --optimizer auto) log what they chose.
-            if let Some(model) = &request.model {
-                headroom_run::model_checks::refuse_fp16(model, &headroom_onnx::Model::load(model)?)?;
-            }
-            // A device not asked (the field loop's `--device auto`) is this libtorch's `auto`: the
-            // GPU when it sees one. Left unset, the spec would train on the CPU.
-            let request = match request.device {
-                Some(_) => request.clone(),
-                None => headroom_run::request::RunRequest {
-                    device: Some(headroom_run::device::torch_text(headroom_plan::DeviceChoice::Auto)),
-                    ..request.clone()
-                },
-            };
-            let mut spec = request.resolve(None, headroom_run::device::cuda_available())?;
-            // --plan, or the preset's `plan` key (field-accurate plans).
-            if request.plan == Some(PlanMode::Auto) {
-                headroom_run::planner::plan_auto(&mut spec, &job.budget)?;
-            } else if headroom_plan::check_sizes(job.budget.budget.as_deref(), &job.budget.reserve)? {
-                tracing::warn!(
-                    "--budget and --reserve apply with --plan auto only: this run trains as given"
-                );
-            }
-            let dir = headroom_run::folder::new_run_dir(project, name.as_deref())?;
-            headroom_run::run::start(&spec, &dir, &options, &mut observer)?
-        }
-    };
+    let end = job.carry_out(Some(interrupt.flag()), &mut observer)?;
     match end {
         RunEnd::Finished(results) => {
             if job.json {

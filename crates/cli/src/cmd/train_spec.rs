@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 
-use headroom_plan::DeviceChoice;
 use headroom_run::job::{TrainJob, TrainRun};
 use headroom_run::planner::BudgetAsk;
 use headroom_run::request::RunRequest;
@@ -106,7 +105,7 @@ pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunReque
 }
 
 /// A new run's request: the flags given, over `--preset`'s settings when one is named, over
-/// headroom train's defaults (the device's `auto` resolved by this libtorch).
+/// headroom train's defaults.
 pub fn new_run_request(args: &Args) -> anyhow::Result<RunRequest> {
     let mut request = request_from_args(args, false)?;
     if let Some(spec) = &args.preset {
@@ -123,9 +122,7 @@ pub fn new_run_request(args: &Args) -> anyhow::Result<RunRequest> {
             );
         }
     }
-    if request.device.is_none() {
-        request.device = Some(headroom_run::device::torch_text(DeviceChoice::Auto));
-    }
+    // A device not given stays unset: the job's `auto` (TrainJob::carry_out).
     Ok(request.or(RunRequest::defaults()))
 }
 
