@@ -11,7 +11,8 @@
 //! - [`inputs`]: the loop's inputs checked before any work (detectors, classes, the state folder).
 //! - [`sources`]: which new images the labelled set has, by content; a changed teacher relabels.
 //! - [`quiet`]: whether tonight has any image the last finished run was not gated on.
-//! - [`gate`]: the deploy gate's conditions and decision; [`report`]: evaluating both models for it
+//! - [`gate`]: the deploy gate's conditions and decision ([`gate_job`]: `field gate` on two
+//!   files); [`report`]: evaluating both models for it
 //!   (ONNX Runtime) and the run's summary and Markdown report.
 //! - [`deploy`]: atomic deploy, rollback, and the temporaries a kill leaves; [`deployment`]: the
 //!   engine beside the deployed model and the records of what was deployed; [`served`]: a served
@@ -32,6 +33,8 @@ mod error;
 #[cfg(feature = "onnxruntime")]
 pub mod field_run;
 pub mod gate;
+#[cfg(feature = "onnxruntime")]
+pub mod gate_job;
 pub mod inputs;
 pub mod metrics;
 #[cfg(feature = "onnxruntime")]

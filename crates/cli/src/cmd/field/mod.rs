@@ -22,11 +22,10 @@ use super::Outcome;
 use super::device_arg::{DEVICE_VALUES, device_arg};
 use super::provider_args::count_arg;
 use headroom_field::ask::FieldAsk;
-use headroom_field::detector::class_names;
 use headroom_field::field_run::{self, FieldRun};
-use headroom_field::inputs::{Given, absolute_file, check_inputs, work_dir};
+use headroom_field::inputs::{Given, check_inputs, work_dir};
 use headroom_field::runner::{ChildRunner, StepRunner};
-use headroom_field::{deploy, deployment, gate, served};
+use headroom_field::{deploy, deployment};
 use headroom_infer::provider::ExecutionProvider;
 use headroom_plan::DeviceChoice;
 use headroom_run::limits;
@@ -238,52 +237,22 @@ pub fn run(args: &Args, hooks: &crate::Hooks) -> anyhow::Result<Outcome> {
 }
 
 fn gate_only(args: &GateArgs) -> anyhow::Result<Outcome> {
-    let candidate = absolute_file("--candidate", &args.candidate)?;
-    let deployed = absolute_file("--model", &args.model)?;
-    let holdout = absolute_file("--holdout", &args.holdout)?;
-    let old = args.old.as_deref().map(|p| absolute_file("--old", p)).transpose()?;
-    let names = class_names("--model", &deployed)?;
-    let candidate_names = class_names("--candidate", &candidate)?;
-    anyhow::ensure!(
-        candidate_names == names,
-        "--candidate has classes {}, the deployed model {}: compare models of the same classes",
-        candidate_names.join(", "),
-        names.join(", ")
-    );
-    // Refused without labels, warned about images without a label file, before any model runs.
-    for (flag, data) in [("--holdout", Some(&holdout)), ("--old", old.as_ref())] {
-        if let Some(data) = data {
-            gate::check_labelled(&headroom_core::dataset::DataConfig::load(data)?, flag)?;
-        }
+    let report = headroom_field::gate_job::GateJob {
+        candidate: args.candidate.clone(),
+        model: args.model.clone(),
+        holdout: args.holdout.clone(),
+        old: args.old.clone(),
+        preset: args.preset.clone(),
+        seed: args.seed,
+        threads: args.threads,
     }
-    let (_, mut preset) = headroom_run::preset::load(&args.preset)?;
-    if let Some(seed) = args.seed {
-        preset.gate.seed = seed;
-    }
-    // Like with like: a quantized candidate against the FP32 model measures the quantization too.
-    let precision = served::Precision::of_model(&candidate)?;
-    let deployed_precision = served::Precision::of_model(&deployed)?;
-    anyhow::ensure!(
-        precision == deployed_precision,
-        "--candidate is {precision}, --model {deployed_precision}: the gate compares files of one precision \
-         (export the one to match, `headroom export --{}`)",
-        if precision == served::Precision::Fp32 { deployed_precision } else { precision }
-    );
-    let session = cpu_session(args.threads)?;
-    let mut report =
-        gate::evaluate_gate(&candidate, &deployed, &holdout, old.as_deref(), &names, &preset.gate, &session)?;
-    report.compared = Some(gate::Compared { precision, candidate, deployed, note: None });
+    .run()?;
     if args.json {
         print_json(&report, None);
     } else {
         print!("{report}");
     }
     Ok(if report.deploy { Outcome::Success } else { Outcome::CheckFailed })
-}
-
-/// CPU session options with these threads.
-fn cpu_session(threads: usize) -> anyhow::Result<headroom_infer::provider::SessionOptions> {
-    Ok(headroom_infer::provider::SessionRequest::cpu(threads).options()?)
 }
 
 /// The steps' sessions: `--device`, `--ep` (a provider that fails to register is skipped).
