@@ -25,8 +25,8 @@ pub struct FieldAsk {
     pub board: DevicePreset,
     /// Where every step runs.
     pub device: DeviceChoice,
-    /// Memory left to the running service (`600MiB`).
-    pub reserve: String,
+    /// Memory left to the running service (`--reserve`).
+    pub reserve: headroom_plan::Bytes,
     /// Epochs, over the preset's.
     pub epochs: Option<usize>,
     /// What trains, over the preset's.
@@ -73,7 +73,7 @@ impl FieldAsk {
                 .map_err(|e| Error::refused(format!("writing the preset {}: {e}", self.preset_name)))?,
             board: self.board.name.clone(),
             runs_on: self.device.to_string(),
-            reserve: self.reserve.clone(),
+            reserve: self.reserve,
             overrides,
             model: inputs.deployed.clone(),
             deploy: Some(self.deploy),
@@ -85,7 +85,7 @@ impl FieldAsk {
             train: request,
             device: self.device,
             board: self.board.name.clone(),
-            reserve: self.reserve.clone(),
+            reserve: self.reserve,
             providers: self.providers.clone(),
             threads: self.threads,
             max_images: self.max_images.or(self.preset.max_images).unwrap_or(preset::DEFAULT_MAX_IMAGES),
@@ -123,7 +123,7 @@ mod tests {
             preset,
             board: headroom_plan::builtin_devices().expect("the built-in boards").remove(0),
             device: DeviceChoice::Cpu,
-            reserve: "600MiB".into(),
+            reserve: headroom_plan::Bytes(600 << 20),
             epochs: None,
             part: None,
             time_hours: None,

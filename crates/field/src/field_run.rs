@@ -38,7 +38,7 @@ pub struct StepSettings {
     /// The board preset planned for, written in `<run>/device.toml`.
     pub board: String,
     /// Memory left to the running service (`--reserve`).
-    pub reserve: String,
+    pub reserve: headroom_plan::Bytes,
     /// Execution providers of labelling, in order (`--ep`), if given: a provider that does not
     /// register is skipped.
     pub providers: Option<Vec<headroom_infer::provider::ExecutionProvider>>,
@@ -470,7 +470,11 @@ impl FieldRun {
             // The budget is the planner's: a preset's `plan = "off"` trains its settings as given.
             budget: headroom_run::planner::BudgetAsk {
                 budget: None,
-                reserve: if s.plan == headroom_plan::PlanMode::Auto { s.reserve.clone() } else { "0".into() },
+                reserve: if s.plan == headroom_plan::PlanMode::Auto {
+                    s.reserve
+                } else {
+                    headroom_plan::Bytes(0)
+                },
                 board: Some(s.board.clone()),
                 devices: Some(self.run.join("device.toml")),
             },

@@ -30,7 +30,7 @@ impl FieldAsk {
         let (board, devices) = named;
         let system = headroom_plan::System::host();
         headroom_plan::budget_on(
-            (None, &self.reserve),
+            (None, self.reserve),
             &self.board,
             self.device.planned_on(&self.board),
             (Some(board), devices, &system),

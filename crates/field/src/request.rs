@@ -77,7 +77,7 @@ mod tests {
     fn train() -> StepRequest {
         StepRequest::Train(Box::new(TrainJob {
             run: TrainRun::Resume { dir: "/srv/run/train".into(), request: RunRequest::default() },
-            budget: BudgetAsk { reserve: "0".into(), ..BudgetAsk::default() },
+            budget: BudgetAsk::default(),
             threads: 1,
             allocator: Default::default(),
             prefetch: Default::default(),

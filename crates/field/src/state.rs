@@ -34,7 +34,7 @@ pub struct RunSettings {
     #[serde(default = "auto")]
     pub runs_on: String,
     /// `--reserve`.
-    pub reserve: String,
+    pub reserve: headroom_plan::Bytes,
     /// What the command line asked of the training over the preset (`--epochs`, `--train`,
     /// `--time`). State files from before requests kept the flags (`[]` when none: read as nothing
     /// asked; flags are refused, and the run is set aside).

@@ -4,7 +4,7 @@
 
 use crate::Error;
 use crate::devices::DevicePreset;
-use crate::size::{format_size, parse_size};
+use crate::size::{BudgetSize, Bytes, format_size};
 
 /// The budget in bytes and where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,13 +27,13 @@ pub enum Pool {
 /// `--budget` (`None`: the board preset's; `auto`: this machine's free memory; a size) less
 /// `--reserve`, for tensors in `pool` on `board`. Errors name the flag.
 pub fn budget(
-    budget: Option<&str>,
-    reserve: &str,
+    budget: Option<BudgetSize>,
+    reserve: Bytes,
     board: &DevicePreset,
     pool: Pool,
 ) -> Result<Budget, Error> {
     let refuse = |reason: String| Error::Setup { reason };
-    let reserve = parse_size(reserve).map_err(|e| refuse(format!("--reserve {e}")))?;
+    let reserve = reserve.0;
     let ram = board.unified || pool == Pool::Cpu;
     let (total, source) = match budget {
         None if ram && !board.unified => {
@@ -51,14 +51,12 @@ pub fn budget(
                 short_gib(board.reserve_gib)
             ),
         ),
-        Some("auto") => match pool {
+        Some(BudgetSize::Auto) => match pool {
             _ if ram => (mem_available()?, "MemAvailable (/proc/meminfo)".to_string()),
             Pool::Gpu(index) => (gpu_free(index)?, format!("the free memory of GPU {index} (nvidia-smi)")),
             Pool::Cpu => unreachable!("the CPU's memory is RAM"),
         },
-        Some(text) => {
-            (parse_size(text).map_err(|e| refuse(format!("--budget {e}")))?, "--budget".to_string())
-        }
+        Some(BudgetSize::Size(bytes)) => (bytes.0, "--budget".to_string()),
     };
     if reserve >= total {
         return Err(refuse(format!(
@@ -76,17 +74,17 @@ pub fn budget(
 /// this machine (`system`) is not ([`crate::System::other_machine`], with the `--devices` file) warns that the plan is
 /// for this machine.
 pub fn budget_on(
-    (budget_text, reserve): (Option<&str>, &str),
+    (asked, reserve): (Option<BudgetSize>, Bytes),
     board: &DevicePreset,
     runs_on: crate::RunsOn,
     (named, devices, system): (Option<&str>, Option<&std::path::Path>, &crate::System),
 ) -> Result<Budget, Error> {
-    let found = budget(budget_text, reserve, board, runs_on.pool())?;
-    if budget_text == Some("auto")
+    let found = budget(asked, reserve, board, runs_on.pool())?;
+    if asked == Some(BudgetSize::Auto)
         && named.is_some_and(|b| b != "auto")
         && let Some(this) = system.other_machine(board, devices)
     {
-        let free = found.bytes + parse_size(reserve).unwrap_or(0);
+        let free = found.bytes + reserve.0;
         tracing::warn!(
             "--budget auto: reading this machine's free memory ({:.1} GiB), which is not a {} (--board {}; \
              this machine: {this}): the plan is for this machine; give --budget SIZE to plan for the board",
@@ -96,17 +94,6 @@ pub fn budget_on(
         );
     }
     Ok(found)
-}
-
-/// `--budget` and `--reserve` where no budget is computed: checked all the same (a typo is an
-/// error, not silence); whether either was given.
-pub fn check_sizes(budget: Option<&str>, reserve: &str) -> Result<bool, Error> {
-    let refuse = |reason: String| Error::Setup { reason };
-    let reserve = parse_size(reserve).map_err(|e| refuse(format!("--reserve {e}")))?;
-    if let Some(text) = budget.filter(|t| *t != "auto") {
-        parse_size(text).map_err(|e| refuse(format!("--budget {e}")))?;
-    }
-    Ok(budget.is_some() || reserve > 0)
 }
 
 /// The system's `MemAvailable`, bytes.
@@ -157,22 +144,26 @@ mod tests {
     #[test]
     fn a_preset_a_size_and_this_machine_less_the_reserve() {
         let nano = board(true);
-        let preset = budget(None, "0", &nano, Pool::Gpu(0)).expect("the preset's");
+        let size = |text: &str| text.parse::<Bytes>().expect("a size");
+        let preset = budget(None, Bytes(0), &nano, Pool::Gpu(0)).expect("the preset's");
         assert_eq!(preset.bytes, nano.budget_bytes());
         assert!(preset.source.starts_with("preset: "), "{}", preset.source);
-        let given = budget(Some("2GiB"), "512MiB", &nano, Pool::Cpu).expect("a size");
+        let given =
+            budget(Some(BudgetSize::Size(size("2GiB"))), size("512MiB"), &nano, Pool::Cpu).expect("a size");
         assert_eq!(given.bytes, (2u64 << 30) - (512 << 20));
         assert_eq!(given.source, "--budget, less --reserve 512.0 MiB");
         if std::path::Path::new("/proc/meminfo").exists() {
-            let auto = budget(Some("auto"), "0", &nano, Pool::Cpu).expect("this machine");
+            let auto = budget(Some(BudgetSize::Auto), Bytes(0), &nano, Pool::Cpu).expect("this machine");
             assert!(auto.bytes > 0 && auto.source.contains("MemAvailable"), "{auto:?}");
         }
-        let err = budget(Some("1GiB"), "1GiB", &nano, Pool::Cpu).expect_err("nothing left").to_string();
+        let err = budget(Some(BudgetSize::Size(size("1GiB"))), size("1GiB"), &nano, Pool::Cpu)
+            .expect_err("nothing left")
+            .to_string();
         assert!(err.contains("--reserve 1.00 GiB leaves nothing"), "{err}");
-        let err = budget(Some("lots"), "0", &nano, Pool::Cpu).expect_err("not a size").to_string();
-        assert!(err.starts_with("--budget "), "{err}");
-        assert!(!check_sizes(None, "0").expect("fine"));
-        assert!(check_sizes(Some("auto"), "0").expect("fine"));
-        assert!(check_sizes(None, "bad").is_err());
+        // Sizes are checked where they are read (the flags, a request file), once.
+        assert!("lots".parse::<BudgetSize>().expect_err("not a size").contains("not a size"));
+        assert!("0".parse::<BudgetSize>().expect_err("too small").contains("less than 1 MiB"));
+        assert_eq!("auto".parse::<BudgetSize>(), Ok(BudgetSize::Auto));
+        assert_eq!("3GiB".parse::<BudgetSize>().map(|b| b.to_string()), Ok("3GiB".to_string()));
     }
 }

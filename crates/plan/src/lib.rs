@@ -25,7 +25,7 @@ pub mod memory;
 pub mod saved;
 pub mod size;
 
-pub use budget::{Budget, Pool, budget, budget_on, check_sizes};
+pub use budget::{Budget, Pool, budget, budget_on};
 pub use choice::{DeviceChoice, Optimizer, PlanMode, Prefetch, RunsOn, TrunkRuntime};
 pub use devices::{
     BUILTIN_DEVICES, Detected, DevicePreset, SYSTEM_DEVICES, System, builtin_devices, detect, find_device,
@@ -33,7 +33,7 @@ pub use devices::{
 };
 pub use ladder::{Candidate, MAX_MEASURED_BATCH, Plan, Risk, Rung, larger_batches, plan, step_down};
 pub use memory::{Components, Estimate, Planner, Setup, TeacherCost};
-pub use size::{Bytes, format_size, parse_size};
+pub use size::{BudgetSize, Bytes, format_size, parse_size};
 
 /// Errors of `headroom-plan`.
 #[derive(Debug, thiserror::Error)]

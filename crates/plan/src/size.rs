@@ -45,7 +45,7 @@ pub fn format_size(bytes: u64) -> String {
 /// A memory size as a setting keeps it (`memory_cap = "512MiB"` in a run's config.toml): written
 /// in the largest binary unit that divides it exactly, so Display and FromStr round-trip; read
 /// with [`parse_size`]'s units. Two spellings of one size (`512MiB`, `0.5GiB`) are equal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bytes(pub u64);
 
 impl Bytes {
@@ -88,6 +88,45 @@ impl serde::Serialize for Bytes {
 
 impl<'de> serde::Deserialize<'de> for Bytes {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Bytes, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// `--budget`: what this machine has free now (`auto`), or a size of at least 1 MiB. Read and
+/// written as its text (`auto`, `3GiB`), as a step's request keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetSize {
+    /// This machine's free memory when the plan is made.
+    Auto,
+    /// A size.
+    Size(Bytes),
+}
+
+impl std::fmt::Display for BudgetSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BudgetSize::Auto => f.write_str("auto"),
+            BudgetSize::Size(bytes) => write!(f, "{bytes}"),
+        }
+    }
+}
+
+impl std::str::FromStr for BudgetSize {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<BudgetSize, String> {
+        if text == "auto" { Ok(BudgetSize::Auto) } else { Bytes::at_least_1mib(text).map(BudgetSize::Size) }
+    }
+}
+
+impl serde::Serialize for BudgetSize {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for BudgetSize {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<BudgetSize, D::Error> {
         String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
     }
 }

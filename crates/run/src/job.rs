@@ -112,7 +112,7 @@ impl TrainJob {
                 let mut spec = request.resolve(None, crate::device::cuda_available())?;
                 if request.plan == Some(PlanMode::Auto) {
                     crate::planner::plan_auto(&mut spec, &self.budget)?;
-                } else if headroom_plan::check_sizes(self.budget.budget.as_deref(), &self.budget.reserve)? {
+                } else if self.budget.budget.is_some() || self.budget.reserve.0 > 0 {
                     tracing::warn!(
                         "--budget and --reserve apply with --plan auto only: this run trains as given"
                     );
@@ -137,7 +137,7 @@ mod tests {
                 name: Some("train".into()),
             },
             budget: BudgetAsk {
-                reserve: "600MiB".into(),
+                reserve: headroom_plan::Bytes(600 << 20),
                 board: Some("orin-nano-4".into()),
                 ..BudgetAsk::default()
             },

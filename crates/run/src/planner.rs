@@ -260,9 +260,9 @@ mod tests {
 #[serde(deny_unknown_fields)]
 pub struct BudgetAsk {
     /// `--budget`.
-    pub budget: Option<String>,
+    pub budget: Option<headroom_plan::BudgetSize>,
     /// `--reserve`.
-    pub reserve: String,
+    pub reserve: headroom_plan::Bytes,
     /// `--board` as given.
     pub board: Option<String>,
     /// `--devices`.
@@ -308,7 +308,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
     }
     .setup(&inspection)?;
     let budget = headroom_plan::budget_on(
-        (ask.budget.as_deref(), &ask.reserve),
+        (ask.budget, ask.reserve),
         &preset,
         runs_on,
         (ask.board.as_deref(), ask.devices.as_deref(), &headroom_plan::System::host()),

@@ -90,17 +90,12 @@ pub struct PlanArgs {
     /// what is free now on this machine (MemAvailable on unified memory or with --device cpu, the
     /// GPU's free memory on a discrete one; a warning says so when this machine is not --board);
     /// or a size such as 3GiB, 512MiB. (`headroom train`: with --plan auto.)
-    #[arg(long, value_name = "auto|SIZE", value_parser = budget_arg)]
-    pub budget: Option<String>,
+    #[arg(long, value_name = "auto|SIZE")]
+    pub budget: Option<headroom_plan::BudgetSize>,
     /// Memory to leave for what else runs (the production inference engine during a field
     /// retrain), taken off the budget: a size such as 600MiB.
     #[arg(long, value_name = "SIZE", default_value = "0")]
-    pub reserve: String,
-}
-
-/// `--budget`: `auto`, or a size of at least 1 MiB.
-fn budget_arg(text: &str) -> Result<String, String> {
-    if text == "auto" { Ok(text.to_string()) } else { super::provider_args::memory_size_arg(text) }
+    pub reserve: headroom_plan::Bytes,
 }
 
 /// Runs `headroom plan`.
@@ -205,7 +200,7 @@ pub fn budget(
     given: &BoardArgs,
 ) -> anyhow::Result<Budget> {
     let named = (given.board.as_deref(), given.devices.as_deref(), &headroom_plan::System::host());
-    Ok(headroom_plan::budget_on((args.budget.as_deref(), &args.reserve), board, device, named)?)
+    Ok(headroom_plan::budget_on((args.budget, args.reserve), board, device, named)?)
 }
 
 /// `plan` as [`headroom_plot::write_plan_chart`] draws it: every size in MiB.

@@ -70,12 +70,6 @@ pub fn number_arg<T: std::str::FromStr>(text: &str) -> Result<T, String> {
     text.trim().parse::<T>().map_err(|_| format!("`{text}` is not a number"))
 }
 
-/// A memory size on the command line (`512MiB`, `2GiB`), kept as written: refused when it does
-/// not parse or is under 1 MiB (`--memory-cap 0` would stop every pass, `--budget 0` fit nothing).
-pub fn memory_size_arg(text: &str) -> Result<String, String> {
-    headroom_plan::Bytes::at_least_1mib(text).map(|_| text.to_string())
-}
-
 impl ProviderArgs {
     /// What these arguments ask for (`headroom_infer::provider::SessionRequest`).
     pub fn request(&self) -> anyhow::Result<SessionRequest> {

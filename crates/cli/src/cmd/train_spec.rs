@@ -25,8 +25,8 @@ pub fn job_from_args(args: &Args) -> anyhow::Result<TrainJob> {
     Ok(TrainJob {
         run,
         budget: BudgetAsk {
-            budget: args.budget.budget.clone(),
-            reserve: args.budget.reserve.clone(),
+            budget: args.budget.budget,
+            reserve: args.budget.reserve,
             board: args.board.board.clone(),
             devices: args.board.devices.clone(),
         },

@@ -147,7 +147,7 @@ pub struct RunArgs {
     pub devices: Option<PathBuf>,
     /// Memory left to the running inference service, taken off the budget (e.g. 600MiB).
     #[arg(long, default_value = "0", value_name = "SIZE")]
-    pub reserve: String,
+    pub reserve: headroom_plan::Bytes,
     /// Epochs [default: the preset's].
     #[arg(long, value_parser = count_arg::<{ limits::EPOCHS_MIN }, { limits::EPOCHS_MAX }>)]
     pub epochs: Option<usize>,
@@ -333,7 +333,7 @@ fn night(args: &RunArgs, left: &mut Left, hooks: &crate::Hooks) -> anyhow::Resul
         preset,
         board: device.clone(),
         device: args.device,
-        reserve: args.reserve.clone(),
+        reserve: args.reserve,
         epochs: args.epochs,
         part: args.train,
         time_hours: args.time,
