@@ -155,7 +155,6 @@ mod with_libraries {
         let steps = StepSettings {
             preset_name: settings.preset.clone(),
             gate,
-            plan: headroom_plan::PlanMode::Auto,
             train: headroom_run::request::RunRequest {
                 epochs: Some(1),
                 part: Some(headroom_onnx::Trainable::Head),

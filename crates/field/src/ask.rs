@@ -81,7 +81,6 @@ impl FieldAsk {
         let steps = StepSettings {
             preset_name: self.preset_name.clone(),
             gate: self.preset.gate.clone(),
-            plan: self.preset.plan.unwrap_or(headroom_plan::PlanMode::Auto),
             train: request,
             device: self.device,
             board: self.board.name.clone(),
@@ -151,13 +150,13 @@ mod tests {
     #[test]
     fn the_train_step_plans_as_the_preset_says_and_auto_when_it_is_silent() {
         let (_, accurate) = ask("field-accurate").settings().expect("settings");
-        assert_eq!(accurate.plan, PlanMode::Auto);
+        assert_eq!(accurate.plan(), PlanMode::Auto);
         let (_, quick) = ask("field-quick").settings().expect("settings");
-        assert_eq!(quick.plan, PlanMode::Auto, "field-quick sets no plan");
+        assert_eq!(quick.plan(), PlanMode::Auto, "field-quick sets no plan");
         let mut off = ask("field-accurate");
         off.preset.plan = Some(PlanMode::Off);
         let (run, steps) = off.settings().expect("settings");
-        assert_eq!(steps.plan, PlanMode::Off);
+        assert_eq!(steps.plan(), PlanMode::Off);
         assert!(run.preset_toml.contains("plan = \"off\""), "the state records it: {}", run.preset_toml);
     }
 }

@@ -27,8 +27,6 @@ pub struct StepSettings {
     pub preset_name: String,
     /// The gate's settings.
     pub gate: GateSettings,
-    /// Whether the training plans for the board: the preset's `plan`, else `auto`.
-    pub plan: headroom_plan::PlanMode,
     /// What a fresh training is asked beyond the loop's own settings (the model, data, replay,
     /// board, device and plan, which [`FieldRun`] adds): the command line's overrides, then the
     /// preset's.
@@ -50,6 +48,14 @@ pub struct StepSettings {
     pub max_pixels: u64,
     /// The precision deployed (`--deploy`): the gate measures that file.
     pub deploy: Precision,
+}
+
+impl StepSettings {
+    /// Whether the training plans for the board: the preset's `plan` (in [`StepSettings::train`]),
+    /// else `auto`: the loop always plans unless the preset says `plan = "off"`.
+    pub fn plan(&self) -> headroom_plan::PlanMode {
+        self.train.plan.unwrap_or(headroom_plan::PlanMode::Auto)
+    }
 }
 
 /// How a run ended without an error.
@@ -448,7 +454,7 @@ impl FieldRun {
                 model: Some(base),
                 data: Some(data),
                 replay: s.inputs.old.clone(),
-                plan: Some(s.plan),
+                plan: Some(s.plan()),
                 // `auto`: the child's libtorch decides, as `headroom train --device auto` does.
                 device: match s.device {
                     headroom_plan::DeviceChoice::Cpu => Some(headroom_run::spec::TorchDevice::Cpu),
@@ -470,7 +476,7 @@ impl FieldRun {
             // The budget is the planner's: a preset's `plan = "off"` trains its settings as given.
             budget: headroom_run::planner::BudgetAsk {
                 budget: None,
-                reserve: if s.plan == headroom_plan::PlanMode::Auto {
+                reserve: if s.plan() == headroom_plan::PlanMode::Auto {
                     s.reserve
                 } else {
                     headroom_plan::Bytes(0)
