@@ -387,19 +387,16 @@ impl FieldRun {
     }
 
     fn label_call(&self, s: &StepSettings, force: bool) -> ChildCall {
-        use headroom_infer::label::job::{DEFAULT_BATCH, LabelJob, TeacherRuntime};
+        use headroom_infer::label::job::LabelJob;
         let labelled = self.labelled();
+        let session = headroom_infer::provider::SessionRequest {
+            device: s.device,
+            providers: s.providers.clone(),
+            fallback: s.providers.is_some(),
+            threads: s.threads,
+            tensorrt: Default::default(),
+        };
         let job = LabelJob {
-            teacher: s.inputs.teacher.clone(),
-            images: s.inputs.images.clone(),
-            out: labelled.clone(),
-            decode: headroom_infer::decode::DecodeOptions::predict(),
-            class_map: None,
-            min_box: 0.0,
-            top_k: 0,
-            workers: None,
-            batch: DEFAULT_BATCH,
-            streams: None,
             // The labelled set keeps its own pixels: a camera that deletes, renames or replaces its
             // files, or a folder that moves, leaves what was labelled as it was labelled.
             images_as: headroom_infer::label::output::Placement::Hardlink,
@@ -407,21 +404,12 @@ impl FieldRun {
             exclude_like: std::iter::once(&s.inputs.holdout).chain(s.inputs.old.as_ref()).cloned().collect(),
             max_images: Some(s.max_images),
             force,
-            val_fraction: None,
-            seed: None,
             // The camera may be writing into `--images` while the run reads it: a frame modified
             // moments ago is left for the next run (export's calibration leaves it by the same rule).
             settle: headroom_core::imageio::SETTLE_TIME,
             max_pixels: Some(s.max_pixels),
-            runtime: TeacherRuntime::Auto,
-            session: headroom_infer::provider::SessionRequest {
-                device: s.device,
-                providers: s.providers.clone(),
-                fallback: s.providers.is_some(),
-                threads: s.threads,
-                tensorrt: Default::default(),
-            },
             json: true,
+            ..LabelJob::new(s.inputs.teacher.clone(), s.inputs.images.clone(), labelled.clone(), session)
         };
         ChildCall {
             step: Step::Label,

@@ -94,6 +94,34 @@ pub struct LabelJob {
 }
 
 impl LabelJob {
+    /// `teacher` labelling `images` into `out` on `session`, every other setting as `headroom
+    /// label` has it by default (predict's thresholds, symbolic links, no bound, no settle time).
+    pub fn new(teacher: PathBuf, images: PathBuf, out: PathBuf, session: SessionRequest) -> LabelJob {
+        LabelJob {
+            teacher,
+            images,
+            out,
+            decode: DecodeOptions::predict(),
+            class_map: None,
+            min_box: 0.0,
+            top_k: 0,
+            workers: None,
+            batch: DEFAULT_BATCH,
+            streams: None,
+            images_as: Placement::default(),
+            exclude_like: Vec::new(),
+            max_images: None,
+            force: false,
+            val_fraction: None,
+            seed: None,
+            settle: Duration::ZERO,
+            max_pixels: None,
+            runtime: TeacherRuntime::default(),
+            session,
+            json: false,
+        }
+    }
+
     /// Refuses settings no labelling can run with, naming the flag.
     pub fn check(&self) -> crate::Result<()> {
         let refuse = |message: String| Err(crate::Error::Mismatch { message });
@@ -178,27 +206,18 @@ mod tests {
 
     fn job(images: PathBuf) -> LabelJob {
         LabelJob {
-            teacher: "/srv/teacher.onnx".into(),
-            images,
-            out: "/srv/work/labelled".into(),
-            decode: DecodeOptions::predict(),
-            class_map: None,
-            min_box: 0.0,
-            top_k: 0,
-            workers: None,
-            batch: DEFAULT_BATCH,
-            streams: None,
             images_as: Placement::Hardlink,
             exclude_like: vec!["/srv/holdout/data.yaml".into()],
             max_images: Some(5000),
-            force: false,
-            val_fraction: None,
-            seed: None,
             settle: Duration::from_secs(2),
             max_pixels: Some(1 << 20),
-            runtime: TeacherRuntime::Auto,
-            session: SessionRequest::cpu(2),
             json: true,
+            ..LabelJob::new(
+                "/srv/teacher.onnx".into(),
+                images,
+                "/srv/work/labelled".into(),
+                SessionRequest::cpu(2),
+            )
         }
     }
 
