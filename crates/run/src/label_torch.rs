@@ -120,7 +120,7 @@ pub fn teacher_device(job: &headroom_infer::label::job::LabelJob) -> Result<Opti
     match job.runtime {
         TeacherRuntime::Onnxruntime => Ok(None),
         TeacherRuntime::Torch => {
-            if !job.streams.is_none_or(|n| n == 1) {
+            if job.streams.is_some_and(|n| n != 1) {
                 return Err(Error::Request("--streams: the torch runtime runs one stream".into()));
             }
             if job.session.providers.is_some() {
