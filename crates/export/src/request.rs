@@ -2,7 +2,6 @@
 //! type, and the names of the files it writes.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use headroom_infer::provider::SessionOptions;
@@ -94,50 +93,7 @@ pub struct EngineSettings {
     pub workspace: Option<u64>,
 }
 
-/// The board engines are built for; serialized as its text (`auto`, or the name).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "String", try_from = "String")]
-pub enum Board {
-    /// The preset this board matches, else `jetson`.
-    Auto,
-    /// This name (a preset's, or any).
-    Named(String),
-}
-
-impl FromStr for Board {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.trim() {
-            "" => Err("a board name, or auto".into()),
-            "auto" => Ok(Board::Auto),
-            name => Ok(Board::Named(name.to_string())),
-        }
-    }
-}
-
-impl From<Board> for String {
-    fn from(board: Board) -> String {
-        board.to_string()
-    }
-}
-
-impl TryFrom<String> for Board {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, Self::Error> {
-        text.parse()
-    }
-}
-
-impl std::fmt::Display for Board {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Board::Auto => f.write_str("auto"),
-            Board::Named(name) => f.write_str(name),
-        }
-    }
-}
+pub use headroom_plan::Board;
 
 impl EngineSettings {
     /// The board name of engine files and sidecars, and its preset when one of that name exists:

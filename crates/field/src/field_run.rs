@@ -469,7 +469,7 @@ impl FieldRun {
                 } else {
                     headroom_plan::Bytes(0)
                 },
-                board: Some(s.board.clone()),
+                board: Some(headroom_plan::Board::Named(s.board.clone())),
                 devices: Some(self.run.join("device.toml")),
             },
             threads: s.threads,

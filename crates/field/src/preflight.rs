@@ -14,7 +14,11 @@ impl FieldAsk {
     /// board, and the teacher–student pairing the preset's distillation needs. `named`: the board
     /// and the devices file as given (`--board`, `--devices`), for the budget's warning when the
     /// board is not this machine.
-    pub fn preflight(&self, work: Option<&Path>, named: (&str, Option<&Path>)) -> Result<()> {
+    pub fn preflight(
+        &self,
+        work: Option<&Path>,
+        named: (&headroom_plan::Board, Option<&Path>),
+    ) -> Result<()> {
         let inputs = &self.inputs;
         let work = crate::inputs::work_path(work, &inputs.deployed)?;
         let trains = crate::served::trains_from(&inputs.deployed, &work)

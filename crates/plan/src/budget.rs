@@ -77,11 +77,11 @@ pub fn budget_on(
     (asked, reserve): (Option<BudgetSize>, Bytes),
     board: &DevicePreset,
     runs_on: crate::RunsOn,
-    (named, devices, system): (Option<&str>, Option<&std::path::Path>, &crate::System),
+    (named, devices, system): (Option<&crate::Board>, Option<&std::path::Path>, &crate::System),
 ) -> Result<Budget, Error> {
     let found = budget(asked, reserve, board, runs_on.pool())?;
     if asked == Some(BudgetSize::Auto)
-        && named.is_some_and(|b| b != "auto")
+        && named.is_some_and(|b| *b != crate::Board::Auto)
         && let Some(this) = system.other_machine(board, devices)
     {
         let free = found.bytes + reserve.0;

@@ -193,8 +193,8 @@ impl System {
     /// The preset `--board NAME|auto` names, from the built-ins, the system device file and
     /// `devices_file` (`--devices`). `auto` detects the board ([`detect`]), logging why, with a
     /// warning when no preset knows it.
-    pub fn resolve_board(&self, name: &str, devices_file: Option<&Path>) -> Result<DevicePreset, Error> {
-        if name != "auto" {
+    pub fn resolve_board(&self, board: &Board, devices_file: Option<&Path>) -> Result<DevicePreset, Error> {
+        if let Board::Named(name) = board {
             let devices = self.load_all(devices_file)?;
             return find_device(&devices, name)
                 .cloned()
@@ -353,9 +353,59 @@ pub fn detect(
     Ok(Detected { preset, known: false, reason })
 }
 
+/// A board as asked (`--board`): `auto` (this board, detected: [`System::resolve_board`]), or a
+/// preset's name. Read and written as its text, as requests and state files keep it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Board {
+    /// This board, detected.
+    Auto,
+    /// This name (a preset's, or any).
+    Named(String),
+}
+
+impl std::str::FromStr for Board {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "" => Err("a board name, or auto".into()),
+            "auto" => Ok(Board::Auto),
+            name => Ok(Board::Named(name.to_string())),
+        }
+    }
+}
+
+impl From<Board> for String {
+    fn from(board: Board) -> String {
+        board.to_string()
+    }
+}
+
+impl TryFrom<String> for Board {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        text.parse()
+    }
+}
+
+impl std::fmt::Display for Board {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Board::Auto => f.write_str("auto"),
+            Board::Named(name) => f.write_str(name),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn named(name: &str) -> Board {
+        Board::Named(name.into())
+    }
 
     #[test]
     fn a_jetsons_gpu_counts_its_cuda_context_and_its_cpu_does_not() {
@@ -489,26 +539,26 @@ mod tests {
             nano.read_board(),
             (Some("NVIDIA Jetson Orin Nano Developer Kit".into()), gib(7.4).map(|b| b / 1024 * 1024))
         );
-        assert_eq!(nano.resolve_board("auto", None).expect("detected").name, "orin-nano-8");
-        assert_eq!(nano.resolve_board("orin-nano-4", None).expect("named").name, "orin-nano-4");
+        assert_eq!(nano.resolve_board(&Board::Auto, None).expect("detected").name, "orin-nano-8");
+        assert_eq!(nano.resolve_board(&named("orin-nano-4"), None).expect("named").name, "orin-nano-4");
         // A board of the system device file, found by its model string; a user file does the same.
         let acme =
             machine("acme", Some("Acme Vision 2 (Jetson Orin Nano module)"), Some(6_000_000_000), Some(ACME));
-        assert_eq!(acme.resolve_board("auto", None).expect("detected").name, "myboard");
-        assert_eq!(acme.resolve_board("myboard", None).expect("named").name, "myboard");
+        assert_eq!(acme.resolve_board(&Board::Auto, None).expect("detected").name, "myboard");
+        assert_eq!(acme.resolve_board(&named("myboard"), None).expect("named").name, "myboard");
         let bare =
             machine("bare", Some("Acme Vision 2 (Jetson Orin Nano module)"), Some(6_000_000_000), None);
-        let err = bare.resolve_board("myboard", None).expect_err("not in the built-ins").to_string();
+        let err = bare.resolve_board(&named("myboard"), None).expect_err("not in the built-ins").to_string();
         assert!(err.contains("--board myboard") && err.contains("orin-agx-64"), "{err}");
         let user = temp_file("acme-user.toml", ACME);
-        assert_eq!(bare.resolve_board("auto", Some(&user)).expect("detected").name, "myboard");
+        assert_eq!(bare.resolve_board(&Board::Auto, Some(&user)).expect("detected").name, "myboard");
         // No device tree (x86): a preset from the measured memory, no GPU; nothing: an error.
         let x86 = machine("x86", None, Some(8 << 30), None);
-        let measured = x86.resolve_board("auto", None).expect("measured");
+        let measured = x86.resolve_board(&Board::Auto, None).expect("measured");
         assert_eq!((measured.name.as_str(), measured.gpu), ("measured", false));
         assert_eq!(measured.budget_bytes(), 7 << 30);
         let nothing = machine("nothing", None, None, None);
-        let err = nothing.resolve_board("auto", None).expect_err("nothing readable").to_string();
+        let err = nothing.resolve_board(&Board::Auto, None).expect_err("nothing readable").to_string();
         assert!(err.contains("give --board NAME"), "{err}");
     }
 

@@ -28,8 +28,8 @@ pub mod size;
 pub use budget::{Budget, Pool, budget, budget_on};
 pub use choice::{DeviceChoice, Optimizer, PlanMode, Prefetch, RunsOn, TrunkRuntime};
 pub use devices::{
-    BUILTIN_DEVICES, Detected, DevicePreset, SYSTEM_DEVICES, System, builtin_devices, detect, find_device,
-    load_devices, parse_devices,
+    BUILTIN_DEVICES, Board, Detected, DevicePreset, SYSTEM_DEVICES, System, builtin_devices, detect,
+    find_device, load_devices, parse_devices,
 };
 pub use ladder::{Candidate, MAX_MEASURED_BATCH, Plan, Risk, Rung, larger_batches, plan, step_down};
 pub use memory::{Components, Estimate, Planner, Setup, TeacherCost};

@@ -138,7 +138,7 @@ mod tests {
             },
             budget: BudgetAsk {
                 reserve: headroom_plan::Bytes(600 << 20),
-                board: Some("orin-nano-4".into()),
+                board: Some(headroom_plan::Board::Named("orin-nano-4".into())),
                 ..BudgetAsk::default()
             },
             threads: 2,

@@ -264,7 +264,7 @@ pub struct BudgetAsk {
     /// `--reserve`.
     pub reserve: headroom_plan::Bytes,
     /// `--board` as given.
-    pub board: Option<String>,
+    pub board: Option<headroom_plan::Board>,
     /// `--devices`.
     pub devices: Option<std::path::PathBuf>,
 }
@@ -285,8 +285,10 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
     use crate::spec::{BatchTiming, PlanChoice};
 
     if spec.device_preset.is_none() {
-        spec.device_preset =
-            Some(headroom_plan::System::host().resolve_board("auto", ask.devices.as_deref())?);
+        spec.device_preset = Some(
+            headroom_plan::System::host()
+                .resolve_board(&headroom_plan::Board::Auto, ask.devices.as_deref())?,
+        );
     }
     let cuda = crate::device::cuda_available();
     let (torch, preset) =
@@ -311,7 +313,7 @@ pub fn plan_auto(spec: &mut RunSpec, ask: &BudgetAsk) -> crate::Result<()> {
         (ask.budget, ask.reserve),
         &preset,
         runs_on,
-        (ask.board.as_deref(), ask.devices.as_deref(), &headroom_plan::System::host()),
+        (ask.board.as_ref(), ask.devices.as_deref(), &headroom_plan::System::host()),
     )?;
     let mut planner = Planner::on(&model, &inspection, &preset, runs_on);
     let found = headroom_plan::plan(&mut planner, &start, budget.bytes, gpu)?;

@@ -23,7 +23,7 @@ pub struct BoardArgs {
     /// --devices; `auto`: the preset of this board (its /proc/device-tree/model and memory), else
     /// one made from its measured memory.
     #[arg(long, value_name = "NAME|auto")]
-    pub board: Option<String>,
+    pub board: Option<headroom_plan::Board>,
     /// More board presets (the form of configs/devices.toml), read after the built-ins and
     /// /etc/headroom/devices.toml: a preset of the same name replaces theirs, a new one adds a
     /// board for --board NAME and --board auto.

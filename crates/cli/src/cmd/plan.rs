@@ -103,8 +103,10 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let model = headroom_onnx::Model::load(&args.model)?;
     headroom_run::model_checks::refuse_fp16(&args.model, &model)?;
     let inspection = headroom_onnx::inspect::inspect(&model)?;
-    let device = headroom_plan::System::host()
-        .resolve_board(args.board.board.as_deref().unwrap_or("auto"), args.board.devices.as_deref())?;
+    let device = headroom_plan::System::host().resolve_board(
+        args.board.board.as_ref().unwrap_or(&headroom_plan::Board::Auto),
+        args.board.devices.as_deref(),
+    )?;
     let runs_on = args.device.planned_on(&device);
     let budget = budget(&args.plan, &device, runs_on, &args.board)?;
     if let Some(data) = &args.data {
@@ -199,7 +201,7 @@ pub fn budget(
     device: RunsOn,
     given: &BoardArgs,
 ) -> anyhow::Result<Budget> {
-    let named = (given.board.as_deref(), given.devices.as_deref(), &headroom_plan::System::host());
+    let named = (given.board.as_ref(), given.devices.as_deref(), &headroom_plan::System::host());
     Ok(headroom_plan::budget_on((args.budget, args.reserve), board, device, named)?)
 }
 

@@ -52,8 +52,10 @@ fn resume_dir(args: &Args) -> anyhow::Result<Option<PathBuf>> {
 
 /// The flags given, as a request (`resuming`: of a saved run, where `--devices` needs `--board`).
 pub fn request_from_args(args: &Args, resuming: bool) -> anyhow::Result<RunRequest> {
-    let board = match args.board.board.as_deref() {
-        Some(name) => Some(headroom_plan::System::host().resolve_board(name, args.board.devices.as_deref())?),
+    let board = match &args.board.board {
+        Some(board) => {
+            Some(headroom_plan::System::host().resolve_board(board, args.board.devices.as_deref())?)
+        }
         None if resuming && args.board.devices.is_some() => {
             anyhow::bail!("--devices without --board: name the board the file adds")
         }

@@ -141,7 +141,7 @@ pub struct RunArgs {
     /// The board preset of the memory planner: `auto` reads the board's model and memory, or a
     /// name (`headroom plan --help`).
     #[arg(long, default_value = "auto", value_name = "auto|NAME")]
-    pub board: String,
+    pub board: headroom_plan::Board,
     /// A device file adding boards (configs/devices.toml's format).
     #[arg(long, value_name = "FILE")]
     pub devices: Option<PathBuf>,
